@@ -1,0 +1,28 @@
+"The console script: exit codes and output, run as a user would run it."
+import json, shutil, subprocess, sys
+from pathlib import Path
+import pytest
+from vllm_pd_spec import __version__
+
+SCRIPT = shutil.which('vllm-pd-spec', path=str(Path(sys.executable).parent)) or shutil.which('vllm-pd-spec')
+
+def cli(*args):
+    "Run the installed console script."
+    return subprocess.run([SCRIPT, *args], capture_output=True, text=True)
+
+def test_version():
+    r = cli('--version')
+    assert r.returncode == 0 and r.stdout.strip() == f'vllm-pd-spec {__version__}'
+
+def test_info_json():
+    r = cli('info', '--json')
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d['vllm_pd_spec'] == __version__ and d['torch'] and isinstance(d['cuda'], bool)
+    assert 'combine_sampled_and_draft_tokens' in d['fast_paths']
+
+@pytest.mark.parametrize('args', [['frobnicate'], ['info', '--bogus'], []])
+def test_bad_usage_exits_2_without_traceback(args):
+    r = cli(*args)
+    assert r.returncode == 2
+    assert r.stderr.startswith('usage: vllm-pd-spec') and 'Traceback' not in r.stderr
