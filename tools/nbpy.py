@@ -7,7 +7,7 @@
 `nbdev-test --save PATH` (add `--flags "gpu slow"` on a GPU machine) to execute and keep outputs, then
 `nbdev-clean`.
 """
-import json, re, sys
+import hashlib, json, re, sys
 from pathlib import Path
 
 _MARK = re.compile(r'^# %%(?:\s*\[(markdown|md)\])?\s*$')
@@ -35,7 +35,9 @@ def py2cells(text):
 
 def to_nb(src, dst):
     "Write notebook `dst` from percent script `src`."
-    nb = dict(cells=py2cells(Path(src).read_text()), nbformat=4, nbformat_minor=5,
+    cells = py2cells(Path(src).read_text())
+    for i, c in enumerate(cells): c['id'] = hashlib.sha1(f'{Path(dst).stem}/{i}'.encode()).hexdigest()[:8]
+    nb = dict(cells=cells, nbformat=4, nbformat_minor=5,
               metadata=dict(kernelspec=dict(display_name='python3', language='python', name='python3')))
     Path(dst).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n')
 

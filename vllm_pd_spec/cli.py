@@ -7,23 +7,27 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/cli.html.md"""
 # %% auto #0
 __all__ = ['COMMANDS', 'pkg_version', 'cuda_available', 'fast_paths', 'info', 'add_info_args', 'run_info', 'main']
 
-# %% ../nbs/90_cli.ipynb #5ab75759
+# %% ../nbs/90_cli.ipynb #3321ba2c
 import argparse, importlib, importlib.metadata as md, importlib.util, platform, sys
 from . import __version__
 
-# %% ../nbs/90_cli.ipynb #563b1add
+# %% ../nbs/90_cli.ipynb #6c0a76e2
 COMMANDS = {  # name: (module that implements it, one-line help)
     'info': ('vllm_pd_spec.cli', 'versions of python, torch, triton, nixl and vllm; CUDA; active fast paths'),
+    'explain': ('vllm_pd_spec.explain', 'every number a deployment derives, fixed vs legacy, with the hazards'),
+    'reproduce': ('vllm_pd_spec.experiments.reproduce', 'run the six experiments, fix off and on'),
+    'audit': ('vllm_pd_spec.audit.main', 'check the installed vLLM against the contracts'),
+    'bench': ('vllm_pd_spec.kernels.bench', 'benchmark or sweep the input-assembly kernel'),
 }
 
-# %% ../nbs/90_cli.ipynb #077b486e
+# %% ../nbs/90_cli.ipynb #7fd7b475
 def pkg_version(name:str # distribution name, e.g. `torch`
                )->str|None:
     "Installed version of distribution `name`, or None."
     try: return md.version(name)
     except md.PackageNotFoundError: return None
 
-# %% ../nbs/90_cli.ipynb #c7e7f908
+# %% ../nbs/90_cli.ipynb #e2cdd5f7
 def cuda_available()->bool:
     "True when torch sees a CUDA device."
     try:
@@ -31,7 +35,7 @@ def cuda_available()->bool:
         return torch.cuda.is_available()
     except Exception: return False
 
-# %% ../nbs/90_cli.ipynb #0451f728
+# %% ../nbs/90_cli.ipynb #9c221470
 def fast_paths()->dict:
     "Which implementation each hot path would use on this machine."
     has_triton, cuda = importlib.util.find_spec('triton') is not None, cuda_available()
@@ -39,7 +43,7 @@ def fast_paths()->dict:
                                                          else 'torch reference')
     return {'combine_sampled_and_draft_tokens': kernel}
 
-# %% ../nbs/90_cli.ipynb #87c3a14f
+# %% ../nbs/90_cli.ipynb #4d6f1239
 def info()->dict:
     "Versions, CUDA availability and active fast paths, as a dict."
     pkgs = {n: pkg_version(d) for n, d in [('vllm_pd_spec', 'vllm-pd-spec'), ('torch', 'torch'), ('triton', 'triton'),
@@ -47,7 +51,7 @@ def info()->dict:
     pkgs['vllm_pd_spec'] = __version__
     return dict(python=platform.python_version(), **pkgs, cuda=cuda_available(), fast_paths=fast_paths())
 
-# %% ../nbs/90_cli.ipynb #5f019466
+# %% ../nbs/90_cli.ipynb #84454042
 def add_info_args(p:argparse.ArgumentParser): p.add_argument('--json', action='store_true', help='print JSON')
 
 def run_info(args)->int:
@@ -61,19 +65,24 @@ def run_info(args)->int:
         else: print(f'{k:<45} {"not installed" if v is None else v}')
     return 0
 
-# %% ../nbs/90_cli.ipynb #bb93edcb
+# %% ../nbs/90_cli.ipynb #0f18eada
+def _has_module(mod:str)->bool:
+    try: return importlib.util.find_spec(mod) is not None
+    except ModuleNotFoundError: return False
+
 def _parser()->argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='vllm-pd-spec', description='P/D disaggregation x speculative decoding: '
                                 'the six fixes, their contracts, experiments and an audit of your vLLM.')
     p.add_argument('--version', action='version', version=f'vllm-pd-spec {__version__}')
     sub = p.add_subparsers(dest='command', metavar='COMMAND', required=True)
     for name, (mod, hlp) in COMMANDS.items():
+        if not _has_module(mod): continue  # a command whose module is not written yet
         sp = sub.add_parser(name, help=hlp, description=hlp)
         sp.set_defaults(_mod=mod)
         getattr(importlib.import_module(mod), f'add_{name}_args')(sp)
     return p
 
-# %% ../nbs/90_cli.ipynb #0fbd1c9b
+# %% ../nbs/90_cli.ipynb #e0ee7a50
 def main(argv:list|None=None # arguments, default `sys.argv[1:]`
         )->int:
     "Run `vllm-pd-spec`; returns the exit code."
