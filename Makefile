@@ -44,7 +44,7 @@ test: install-dev browser
 	$(BIN)/python tools/prep_docs.py check nbs $(SITE_TMP)
 	$(BIN)/python tools/unchanged.py README.md -- $(BIN)/python tools/prep_docs.py readme _proc/index.ipynb README.md
 	DOCS_DIR=$(SITE_TMP) $(BIN)/python -m pytest tests/ -q
-	rm -rf $(SITE_TMP)
+	@rm -rf $(SITE_TMP)
 
 # Build the site from the notebooks' saved outputs into $(SITE).
 site:
