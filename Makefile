@@ -22,8 +22,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) -e ".[triton]"
 	touch $@
 
+# nixl: the `nixl` meta package depends on nixl-cu12 and nixl-cu13 on an unpinned torch, hence --no-deps.
+NIXL := nixl==1.5.1 nixl-cu13==1.5.1
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 	$(PIP) -e ".[dev,docs,triton]"
+	$(PIP) --no-deps $(NIXL)
 	touch $@
 
 install: $(VENV)/.installed
