@@ -1,0 +1,58 @@
+"Fix 1: one `num_prefill_lookahead_tokens` for the scheduler, the KV-cache planner, the connector and the runner."
+import pytest
+from hypothesis import given, find, strategies as st
+from vllm_pd_spec.config import SpeculativeConfig, METHODS
+from vllm_pd_spec.contracts.lookahead import *
+
+specs = st.one_of(st.none(), st.builds(SpeculativeConfig, st.sampled_from(METHODS), st.integers(1, 16), st.integers(1, 8)))
+
+@pytest.mark.parametrize('remaining,expected', [(0, 10), (1, 7), (2, 7), (3, 7)])
+def test_upstream_reserve_table(remaining, expected):
+    "Upstream's `test_reserve_multi_module_mtp_prefill_lookahead`: lookahead 3, 10 tokens."
+    assert reserve_prefill_lookahead(10, 0, 10 - remaining, 3) == expected
+
+@given(specs)
+def test_lookahead_rule(spec):
+    L = num_prefill_lookahead_tokens(spec)
+    if spec is None or not spec.use_eagle(): assert L == 0
+    elif spec.method == 'mtp' and min(spec.num_mtp_modules, spec.num_speculative_tokens) > 1: assert L == spec.num_speculative_tokens
+    else: assert L == 1
+
+@given(st.data(), st.integers(1, 4096), st.integers(0, 16))
+def test_reserve_never_ends_a_chunk_inside_the_window(data, num_tokens, lookahead):
+    num_computed = data.draw(st.integers(0, num_tokens - 1))
+    num_new = data.draw(st.integers(1, num_tokens - num_computed))
+    new = reserve_prefill_lookahead(num_tokens, num_computed, num_new, lookahead)
+    assert 0 <= new <= num_new
+    rem = num_tokens - num_computed - new
+    assert new == 0 or rem == 0 or rem >= lookahead            # the invariant
+    if num_tokens - num_computed - num_new == 0 or num_tokens - num_computed - num_new >= lookahead:
+        assert new == num_new                                  # only shrinks when it must
+    else: assert new == max(0, num_new - (lookahead - (num_tokens - num_computed - num_new)))  # and by the least amount
+
+@given(st.integers(0, 10_000), st.integers(1, 100), st.integers(0, 16))
+def test_reserve_leaves_decode_steps_alone(extra, num_new, lookahead):
+    assert reserve_prefill_lookahead(100, 100 + extra, num_new, lookahead) == num_new
+
+@given(specs, st.booleans())
+def test_every_consumer_reads_the_one_number(spec, has_mamba):
+    L = num_prefill_lookahead_tokens(spec)
+    fixed = {c: f for c, (f, _) in consumer_lookaheads(spec, has_mamba).items()}
+    assert fixed == dict(scheduler=L, kv_cache_planner=max(0, L - 1), connector=max(int(has_mamba), L - 1),
+                         runner=max(1, L))
+    assert extra_retained_tokens(L) == fixed['kv_cache_planner'] and runner_prefill_lookahead(L) == fixed['runner']
+
+def test_legacy_consumers_drift():
+    "A counterexample: some configuration where a legacy consumer's number is not the contract's."
+    spec, mamba = find(st.tuples(specs, st.booleans()), lambda t: disagreeing_consumers(*t) != ())
+    assert spec.use_multi_module_mtp()
+
+def test_legacy_drift_is_exactly_multi_module_mtp():
+    for m in METHODS:
+        for k in range(1, 6):
+            for mods in range(1, 5):
+                s = SpeculativeConfig(m, k, mods)
+                for mamba in (False, True):
+                    d = disagreeing_consumers(s, mamba)
+                    assert bool(d) == s.use_multi_module_mtp()
+                    assert 'scheduler' not in d and 'kv_cache_planner' not in d

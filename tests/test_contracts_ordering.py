@@ -1,0 +1,43 @@
+"Fix 3: truncate in `on_new_request`, before the prefix lookup."
+from hypothesis import given, find, strategies as st
+from vllm_pd_spec.contracts.ordering import *
+
+cases = st.tuples(st.integers(1, 5000), st.integers(1, 64), st.integers(0, 6000), st.integers(0, 8))
+
+def test_issue_53514():
+    "N + 1 = 33 prompt tokens, 16-token blocks, one-token Mamba backoff, the identical request cached."
+    assert schedule_num_new_tokens(33, 16, 33, 1, fixed=False) == 0
+    assert schedule_num_new_tokens(33, 16, 33, 1, fixed=True) > 0
+
+@given(cases)
+def test_fixed_order_always_has_work(c):
+    assert schedule_num_new_tokens(*c, fixed=True) >= 1
+
+@given(cases)
+def test_closed_forms_equal_the_simulation(c):
+    legacy = schedule_num_new_tokens(*c, fixed=False)
+    assert (legacy <= 0) == legacy_assertion_fires(*c)
+    assert (legacy == 0) == legacy_gives_zero(*c)
+
+@given(st.integers(1, 100).flatmap(lambda B: st.tuples(st.just(B), st.integers(1, 50), st.integers(1, min(B, 8)))))
+def test_second_identical_request_hits_zero(t):
+    "Every block size has prompts that hit it: N - b a block boundary (b <= B), the identical request cached."
+    B, m, b = t
+    N = m * B + b
+    assert legacy_gives_zero(N, B, N, b) and schedule_num_new_tokens(N, B, N, b, fixed=False) == 0
+
+def test_legacy_order_finds_the_assertion():
+    "A counterexample, found rather than constructed."
+    c = find(cases, lambda c: schedule_num_new_tokens(*c, fixed=False) <= 0)
+    assert legacy_assertion_fires(*c)
+
+@given(st.integers(1, 500), st.integers(0, 8), st.booleans(), st.integers(1, 5))
+def test_truncates_once(n, b, fixed, attempts):
+    r = make_p_request(n)
+    for _ in range(attempts):
+        on_new_request(r, b, fixed); get_num_new_matched_tokens(r, 0, b, fixed)
+    assert r.num_prompt_tokens == len(r.prompt_token_ids) == (n - b if b and n > b else n)
+
+def test_p_side_loads_nothing_remotely():
+    r = make_p_request(10)
+    assert get_num_new_matched_tokens(r, 0, 1) == (0, False)
