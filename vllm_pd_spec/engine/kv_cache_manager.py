@@ -264,10 +264,13 @@ def allocate_slots(self:KVCacheManager,
         self.cache_blocks(request, min(num_computed + num_new_tokens, request.num_tokens))
     return new
 
-def cache_blocks(self:KVCacheManager, request:Request, num_computed_tokens:int):
-    "Register the full blocks of the first `num_computed_tokens` tokens in every group."
+def cache_blocks(self:KVCacheManager, request:Request, num_computed_tokens:int, publish_groups:set|None=None):
+    "Register the full blocks of the first `num_computed_tokens` tokens; groups outside `publish_groups` skip them for good."
     if not self.enable_caching or not request.block_size: return
-    for m in self.managers: m.cache_blocks(request, num_computed_tokens)
+    rid, n_full = request.request_id, num_computed_tokens // self.block_size
+    for i, m in enumerate(self.managers):
+        if publish_groups is None or i in publish_groups: m.cache_blocks(request, num_computed_tokens)
+        else: m.num_cached_block[rid] = max(m.num_cached_block.get(rid, 0), n_full)
 
 def free(self:KVCacheManager, request:Request):
     "Give back every block of `request`, tail first."
