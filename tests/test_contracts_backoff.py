@@ -72,3 +72,20 @@ def test_truncation_guards():
     assert truncate_request_for_prefill(e, 2) and e.prompt_embeds == list('abcdefgh') and e.num_prompt_tokens == 8
     none = SimpleNamespace(prompt_token_ids=None, num_prompt_tokens=10, max_tokens=5, kv_transfer_params={})
     assert not truncate_request_for_prefill(none, 2) and '_p_side_truncated' not in none.kv_transfer_params
+
+def test_legacy_p_side_keeps_the_drafter_window():
+    "A counterexample on P: after the legacy truncation P's prompt still reaches into the draft-tainted positions."
+    def keeps(t):
+        n, mamba, L = t
+        r = req(n); legacy_truncate_request_for_prefill(r, mamba)
+        return any(p < r.num_prompt_tokens for p in draft_tainted_positions(n, L))
+    n, mamba, L = find(st.tuples(st.integers(2, 1000), st.booleans(), st.integers(0, 16)), keeps)
+    assert L >= 2
+    r = req(n); truncate_request_for_prefill(r, prefill_backoff(mamba, L))
+    assert not any(p < r.num_prompt_tokens for p in draft_tainted_positions(n, L))   # the fixed form does not
+
+def test_legacy_d_side_loads_tainted_positions():
+    "A counterexample on D: the legacy count loads positions the drafter derived from drafts."
+    n, mamba, L = find(st.tuples(st.integers(2, 1000), st.booleans(), st.integers(0, 16)),
+                       lambda t: any(p < legacy_remote_prefill_token_count(t[0], t[1]) for p in draft_tainted_positions(t[0], t[2])))
+    assert not any(p < remote_prefill_token_count(n, prefill_backoff(mamba, L)) for p in draft_tainted_positions(n, L))
