@@ -70,7 +70,9 @@ def _has_module(mod:str)->bool:
     try: return importlib.util.find_spec(mod) is not None
     except ModuleNotFoundError: return False
 
-def _parser()->argparse.ArgumentParser:
+def _parser(argv:list=())->argparse.ArgumentParser:
+    "The parser; only the command named in `argv` has its module imported for its options."
+    wanted = next((a for a in argv if not a.startswith('-')), None)
     p = argparse.ArgumentParser(prog='vllm-pd-spec', description='P/D disaggregation x speculative decoding: '
                                 'the six fixes, their contracts, experiments and an audit of your vLLM.')
     p.add_argument('--version', action='version', version=f'vllm-pd-spec {__version__}')
@@ -79,15 +81,15 @@ def _parser()->argparse.ArgumentParser:
         if not _has_module(mod): continue  # a command whose module is not written yet
         sp = sub.add_parser(name, help=hlp, description=hlp)
         sp.set_defaults(_mod=mod)
-        getattr(importlib.import_module(mod), f'add_{name}_args')(sp)
+        if name == wanted: getattr(importlib.import_module(mod), f'add_{name}_args')(sp)
     return p
 
 # %% ../nbs/90_cli.ipynb #e0ee7a50
 def main(argv:list|None=None # arguments, default `sys.argv[1:]`
         )->int:
     "Run `vllm-pd-spec`; returns the exit code."
-    p = _parser()
-    args = p.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser(argv).parse_args(argv)
     try: return getattr(importlib.import_module(args._mod), f'run_{args.command}')(args) or 0
     except ValueError as e:
         print(f'vllm-pd-spec {args.command}: error: {e}', file=sys.stderr)
