@@ -95,6 +95,7 @@ class SingleTypeKVCacheManager:
         self.block_size = kv_cache_spec.block_size
         self.req_to_blocks: dict = {}
         self.num_cached_block: dict = {}
+        self.num_hit_blocks: dict = {}  # leading blocks that came from the prefix cache (other requests' KV)
 
     def get_num_blocks_to_allocate(self, request_id:str, num_tokens:int, new_computed_blocks:list)->int:
         "Free blocks needed to give `request_id` slots for `num_tokens` positions (hits revived from the free queue count)."
@@ -108,7 +109,7 @@ class SingleTypeKVCacheManager:
             blocks = self.req_to_blocks.setdefault(request_id, [])
             assert not blocks, 'a new request starts with an empty block table'
             blocks.extend(new_computed_blocks)
-            self.num_cached_block[request_id] = len(new_computed_blocks)
+            self.num_cached_block[request_id] = self.num_hit_blocks[request_id] = len(new_computed_blocks)
         else: assert not new_computed_blocks, 'only a new request brings computed blocks'
 
     def allocate_new_blocks(self, request_id:str, num_tokens:int)->list:
@@ -133,6 +134,7 @@ class SingleTypeKVCacheManager:
         blocks = self.req_to_blocks.pop(request_id, [])
         self.block_pool.free_blocks(reversed(blocks))
         self.num_cached_block.pop(request_id, None)
+        self.num_hit_blocks.pop(request_id, None)
 
     def get_num_skipped_tokens(self, num_computed_tokens:int)->int:
         "Leading positions whose KV this group no longer needs."
@@ -295,7 +297,7 @@ class SlotViolation:
     request_id:str
     group:int
     position:int
-    kind:str # 'out_of_allocation' | 'dropped_block' | 'shared_block'
+    kind:str # 'out_of_allocation' | 'dropped_block' | 'cached_block'
     accessor:str # who: 'target', 'drafter', ...
     access:str # 'write' or 'read'
 
@@ -312,7 +314,7 @@ class SlotChecker:
             i = p // bs
             if i >= len(table): kind = 'out_of_allocation'
             elif table[i].is_null: kind = 'dropped_block'
-            elif access == 'write' and table[i].ref_cnt > 1: kind = 'shared_block'
+            elif access == 'write' and i < self.kvm.managers[group].num_hit_blocks.get(request_id, 0): kind = 'cached_block'
             else: continue
             out.append(SlotViolation(request_id, group, p, kind, accessor, access))
         self.violations += out

@@ -1,0 +1,33 @@
+"The engine-level reproductions of fixes 3, 4 and 1 (small sweeps; the notebooks run the full ones)."
+import pytest
+from vllm_pd_spec.config import Fixes, SpeculativeConfig
+from vllm_pd_spec.engine.repro import fix1_case, fix3_case, fix3_sweep, fix4_case
+
+def test_fix3_engine_matches_ordering_contract():
+    rows = fix3_sweep(lengths=range(2, 34), block_sizes=(4, 16))
+    assert all(r['agree'] == r['cases'] for r in rows)
+    assert sum(r['fired'] for r in rows if r['ordering'] == 'fixed') == 0
+    assert sum(r['fired'] for r in rows if r['ordering'] == 'legacy') > 0
+
+def test_fix3_issue_53514_case():
+    legacy = fix3_case(17, 16, fixes=Fixes().off('truncation_ordering'))
+    assert legacy['fired'] and legacy['hit'] == 16
+    fixed = fix3_case(17, 16)
+    assert not fixed['fired'] and fixed['num_new_tokens'] == 16  # the hit is capped at 16 - 1: no full block
+
+@pytest.mark.parametrize('k', [1, 2, 3])
+def test_fix4_dflash_writes_inside_allocation_only_when_fixed(k):
+    legacy = [fix4_case(k, n, fixes=Fixes().off('dflash_slots')) for n in range(1, 33)]
+    fixed = [fix4_case(k, n) for n in range(1, 33)]
+    assert sum(c['prefill'] for c in legacy) > 0 and sum(c['decode'] for c in legacy) > 0
+    assert sum(c['prefill'] + c['decode'] for c in fixed) == 0
+    assert all((c['prefill'] > 0) == bool(c['predicted_prefill']) for c in legacy + fixed)
+
+def test_fix4_eagle_needs_no_extra_slot():
+    assert all(fix4_case(3, n, method='eagle')['prefill'] + fix4_case(3, n, method='eagle')['decode'] == 0 for n in range(1, 20))
+
+def test_fix1_drafter_reads_dropped_block_without_retention():
+    assert fix1_case(3, 19, planner='none')['drafter'] > 0
+    for planner in ('fixed', 'legacy'):
+        c = fix1_case(3, 19, planner=planner)
+        assert c['drafter'] == c['target'] == 0 and c['extra_retained'] == 2

@@ -1,0 +1,110 @@
+"Hypothesis state machine over the engine's scheduler: random add / step / finish / abort / preempt / transfer sequences."
+from collections import Counter
+import pytest
+from hypothesis import settings, strategies as st, HealthCheck
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from vllm_pd_spec.config import Fixes, LayerSpec, ModelConfig, SpeculativeConfig, VllmConfig, make_kv_transfer_params
+from vllm_pd_spec.engine.request import Request, RequestStatus
+from vllm_pd_spec.contracts.slots import drafter_positions_past
+from vllm_pd_spec.engine.kv_cache_manager import SlotChecker
+from vllm_pd_spec.engine.scheduler import KVConnectorOutput, Scheduler, toy_runner_output
+
+MODELS = {
+    'full': (LayerSpec('full_attention'),),
+    'full+sw': (LayerSpec('full_attention'), LayerSpec('sliding_window', 8)),
+    'full+gdn': (LayerSpec('full_attention'), LayerSpec('gdn')),
+    'sw+gdn': (LayerSpec('sliding_window', 12), LayerSpec('gdn')),
+}
+SPECS = {'none': None, 'eagle2': SpeculativeConfig('eagle', 2), 'dflash2': SpeculativeConfig('dflash', 2),
+         'mtp3': SpeculativeConfig('mtp', 3, num_mtp_modules=3)}
+PREFIXES = [list(range(100, 140)), list(range(200, 240))]  # shared prefixes make prefix-cache hits likely
+BUDGET, NUM_BLOCKS, BS = 24, 28, 4
+
+
+class SchedulerMachine(RuleBasedStateMachine):
+    "Every fix on: no block leaks or double frees, the budget holds, no step schedules 0 tokens, every KV write\n    lands in its request's slots, and the pool ends full."
+
+    @initialize(model=st.sampled_from(sorted(MODELS)), spec=st.sampled_from(sorted(SPECS)),
+                role=st.sampled_from(['standalone', 'prefill', 'decode']), caching=st.booleans())
+    def setup(self, model, spec, role, caching):
+        vc = VllmConfig(SPECS[spec], ModelConfig(MODELS[model], block_size=BS), role, Fixes())
+        self.s = Scheduler(vc, num_blocks=NUM_BLOCKS, max_num_batched_tokens=BUDGET, max_num_seqs=4,
+                           max_model_len=96, enable_caching=caching, drafter_layer_names=('draft.0',))
+        self.role, self.n = role, 0
+        self.checker, self.past = SlotChecker(self.s.kv_cache_manager), drafter_positions_past(SPECS[spec])
+
+    def _params(self, n_prompt):
+        if self.role == 'prefill': return make_kv_transfer_params(do_remote_decode=True)
+        if self.role == 'decode':
+            nb = -(-n_prompt // BS)
+            return make_kv_transfer_params(do_remote_prefill=True, remote_engine_id='p', remote_request_id=f'p{self.n}',
+                                           remote_block_ids=tuple(list(range(1, nb + 1)) for _ in self.s.kv_cache_manager.managers))
+        return None
+
+    @rule(prefix=st.integers(0, len(PREFIXES) - 1), shared=st.sampled_from([0, 4, 8, 9, 16, 17, 23, 40]), tail=st.integers(0, 6),
+          max_tokens=st.integers(1, 8))
+    def add(self, prefix, shared, tail, max_tokens):
+        prompt = PREFIXES[prefix][:shared] + list(range(300, 300 + tail))
+        if not prompt: prompt = [1]
+        self.s.add_request(Request(f'r{self.n}', prompt, max_tokens=max_tokens, kv_transfer_params=self._params(len(prompt))))
+        self.n += 1
+
+    def _kco(self):
+        "Complete every transfer in flight: D's loads, P's held sends."
+        held = {rid for rid, r in self.s.requests.items()
+                if r.status == RequestStatus.WAITING_FOR_REMOTE_KVS or r.is_finished()}
+        if self.role == 'decode': return KVConnectorOutput(finished_recving=held)
+        if self.role == 'prefill': return KVConnectorOutput(finished_sending={r for r in held if self.s.requests[r].is_finished()})
+        return None
+
+    @rule(accept=st.integers(0, 3), transfers=st.booleans())
+    def step(self, accept, transfers):
+        so = self.s.schedule()
+        assert so.total_num_scheduled_tokens <= BUDGET
+        assert all(n > 0 for n in so.num_scheduled_tokens.values()), so.num_scheduled_tokens
+        assert all(self.s.requests[r].status == RequestStatus.RUNNING for r in so.num_scheduled_tokens)
+        for rid, n in so.num_scheduled_tokens.items():  # every KV write lands in the request's own slots
+            r, drafts = self.s.requests[rid], len(so.scheduled_spec_decode_tokens.get(rid, ()))
+            end = r.num_computed_tokens  # advanced by schedule()
+            self.checker.check_write(rid, 0, range(end - n, end), 'target')
+            if end >= r.num_tokens + drafts: self.checker.check_write(rid, 0, range(end, end + self.past), 'drafter')
+        assert not self.checker.violations, self.checker.violations[:3]
+        self.s.update_from_output(so, toy_runner_output(self.s, so, token=5, accept=accept,
+                                                        kv_connector_output=self._kco() if transfers else None))
+
+    @rule(i=st.integers(0, 50))
+    def abort(self, i):
+        live = [r for r, q in self.s.requests.items() if not q.is_finished()]
+        if live: self.s.finish_requests(live[i % len(live)])
+
+    @rule()
+    def preempt(self):
+        if self.s.running: self.s._preempt_request(self.s.running.pop())
+
+    @invariant()
+    def blocks_accounted(self):
+        if not hasattr(self, 's'): return
+        pool = self.s.kv_cache_manager.block_pool
+        refs = Counter(b.block_id for m in self.s.kv_cache_manager.managers for blocks in m.req_to_blocks.values()
+                       for b in blocks if not b.is_null)
+        for b in pool.blocks[1:]:
+            assert b.ref_cnt == refs.get(b.block_id, 0), f'block {b.block_id}: ref_cnt {b.ref_cnt} != {refs.get(b.block_id, 0)} holders'
+            assert (b in pool.free_block_queue) == (b.ref_cnt == 0)
+        assert pool.get_num_free_blocks() + len(refs) == NUM_BLOCKS - 1
+        assert len(self.s.running) <= 4 and not set(map(id, self.s.running)) & set(map(id, self.s.waiting))
+
+    def teardown(self):
+        if not hasattr(self, 's'): return
+        s = self.s
+        s.finish_requests(list(s.requests))
+        so = s.schedule()
+        assert not so.num_scheduled_tokens
+        s.update_from_output(so, toy_runner_output(s, so, kv_connector_output=self._kco()))
+        assert not s.requests and s.kv_cache_manager.get_num_free_blocks() == NUM_BLOCKS - 1
+
+
+# CI budget: ~60 s on a shared 2-core machine. These settings are the state machine's own (not the
+# profile's 1,000 examples): each example is up to 50 rules over a 28-block pool.
+SchedulerMachine.TestCase.settings = settings(max_examples=400, stateful_step_count=50, deadline=None,
+                                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+TestSchedulerMachine = SchedulerMachine.TestCase
