@@ -82,7 +82,7 @@ class SpecDecodingStats:
     num_draft_tokens:int=0
     num_accepted_tokens:int=0
     num_accepted_tokens_per_pos:list=field(default_factory=list)
-    def observe(self, num_draft_tokens:int, num_accepted_tokens:int):
+    def observe_draft(self, num_draft_tokens:int, num_accepted_tokens:int):
         self.num_drafts += 1; self.num_draft_tokens += num_draft_tokens; self.num_accepted_tokens += num_accepted_tokens
         while len(self.num_accepted_tokens_per_pos) < num_draft_tokens: self.num_accepted_tokens_per_pos.append(0)
         for i in range(num_accepted_tokens): self.num_accepted_tokens_per_pos[i] += 1
@@ -105,6 +105,7 @@ class Scheduler:
                  long_prefill_token_threshold:int=0, # cap on one request's chunk (0: none)
                  enable_caching:bool=True, # prefix caching
                  enable_chunked_prefill:bool=True, # split prompts over steps
+                 pad_spec_decode:bool=True, # pad a request admitted with one token left to 1 + k (placeholder drafts)
                  drafter_layer_names:tuple=(), # the drafter's attention layers (they get KV blocks too)
                  kv_cache_config:KVCacheConfig|None=None, # override the planner
                  engine_id:str|None=None, # for the connector; default `'{role}-0'`
@@ -112,7 +113,7 @@ class Scheduler:
         self.vllm_config, self.fixes = vllm_config, vllm_config.fixes
         self.max_num_scheduled_tokens, self.max_num_running_reqs = max_num_batched_tokens, max_num_seqs
         self.max_model_len, self.long_prefill_token_threshold = max_model_len, long_prefill_token_threshold
-        self.enable_chunked_prefill = enable_chunked_prefill
+        self.enable_chunked_prefill, self.pad_spec_decode = enable_chunked_prefill, pad_spec_decode
         self.kv_cache_config = kv_cache_config or get_kv_cache_config(vllm_config, num_blocks, drafter_layer_names)
         self.kv_cache_manager = KVCacheManager(self.kv_cache_config, max_model_len, enable_caching)
         self.block_size = self.kv_cache_config.block_size
@@ -185,6 +186,7 @@ def schedule(self:Scheduler)->SchedulerOutput:
     token_budget = self.max_num_scheduled_tokens
     num_scheduled_tokens, spec_tokens, new_blocks_of = {}, {}, {}
     scheduled_new, scheduled_running, preempted = [], [], []
+    prefill_scheduled = False
     kvm = self.kv_cache_manager
 
     # running requests first
@@ -204,6 +206,7 @@ def schedule(self:Scheduler)->SchedulerOutput:
             if victim is request: break
         if new_blocks is None: break
         scheduled_running.append(request); new_blocks_of[request.request_id] = new_blocks
+        prefill_scheduled |= request.num_computed_tokens < request.num_tokens - 1
         num_scheduled_tokens[request.request_id] = n
         token_budget -= n
         num_spec = n + request.num_computed_tokens - request.num_tokens
@@ -243,6 +246,11 @@ def schedule(self:Scheduler)->SchedulerOutput:
                     f'num_tokens={request.num_tokens}, num_computed_tokens={num_computed}, local hit={num_local})')
             n = self._reserve_prefill_lookahead(request, num_computed, n)
             if n <= 0: break  # the budget cannot keep the drafter's prefill lookahead: next step
+            pad = (self.pad_spec_decode and self.num_spec_tokens > 0 and num_computed > 0 and not prefill_scheduled
+                   and request.num_tokens - num_computed == 1 and num_computed + 2 + self.num_spec_tokens <= self.max_model_len)
+            if pad:  # upstream #45237/#55126: keep the uniform 1 + k decode shape with placeholder drafts
+                if 1 + self.num_spec_tokens > token_budget: break
+                n = 1 + self.num_spec_tokens
         lookahead = slots.effective_lookahead_tokens(self.num_lookahead_tokens, load_kv_async, self.use_eagle,
                                                      request.num_computed_tokens, self.fixes)
         new_blocks = kvm.allocate_slots(request, n, num_local + num_external, new_computed_blocks, lookahead,
@@ -261,6 +269,7 @@ def schedule(self:Scheduler)->SchedulerOutput:
         self.running.append(request); request.status = RequestStatus.RUNNING
         scheduled_new.append(request); new_blocks_of[request.request_id] = new_blocks
         num_scheduled_tokens[request.request_id] = n
+        if pad: spec_tokens[request.request_id] = [-1] * self.num_spec_tokens
         token_budget -= n
     self.waiting.extendleft(reversed(skipped))
 
@@ -362,7 +371,7 @@ def update_from_output(self:Scheduler, scheduler_output:SchedulerOutput, model_r
         if drafts:
             num_accepted = max(0, len(sampled) - 1)
             request.num_computed_tokens -= len(drafts) - num_accepted
-            self.spec_decoding_stats.observe(len(drafts), num_accepted)
+            if any(t >= 0 for t in drafts): self.spec_decoding_stats.observe_draft(len(drafts), num_accepted)
         new, stopped = self._update_request_with_output(request, sampled)
         params = None
         if stopped:
@@ -391,6 +400,7 @@ def toy_runner_output(scheduler:Scheduler, so:SchedulerOutput, token:int=7, acce
         d = so.scheduled_spec_decode_tokens.get(rid, [])
         reaches_end = r.num_computed_tokens >= r.num_tokens + len(d)  # computed was advanced at schedule time
         k = len(d) if accept is None else min(accept, len(d))
+        k = next((i for i, t in enumerate(d[:k]) if t < 0), k)  # a placeholder (-1) is never accepted
         sampled.append(list(d[:k]) + [token] if reaches_end else [])
         drafts.append([token] * nd if reaches_end else [])
     return ModelRunnerOutput(rids, {r: i for i, r in enumerate(rids)}, sampled, drafts, kv_connector_output)
