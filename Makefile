@@ -68,3 +68,46 @@ gpu-test: install-dev
 
 clean:
 	rm -rf _proc _site_src build *.egg-info
+
+# ---- Audit a real vLLM (nbs/07_audit): a CPU-only vLLM in its own venv; a CUDA torch is never installed. ----
+# torch (CPU build) first and pinned by a constraint; vLLM's pure-Python requirements from its wheel's
+# METADATA (tools/vllm_requirements.py drops torch* and the GPU kernel packages); then vLLM itself --no-deps.
+VLLM_VERSION ?= 0.33.0
+VLLM_VENV ?= .venv-vllm
+VLLM_OLD_VERSION ?= 0.27.1
+VLLM_OLD_VENV ?= .venv-vllm027
+VLLM_WHEELS ?= .cache/vllm-wheels
+
+.PHONY: audit test-vllm audit-old
+
+# $(1): venv folder, $(2): vLLM version
+define vllm_venv
+	test -x $(1)/bin/python || $(PY) -m venv $(1)
+	$(1)/bin/python -m pip install -q $(TORCH_CPU)
+	$(1)/bin/python -c "import torch; print('torch==' + torch.__version__.split('+')[0])" > $(1)/constraints.txt
+	$(PY) tools/vllm_requirements.py $(2) --wheel-dir $(VLLM_WHEELS) > $(1)/requirements-vllm.txt
+	VLLM_TARGET_DEVICE=cpu $(1)/bin/python -m pip install -q -c $(1)/constraints.txt -r $(1)/requirements-vllm.txt msgpack
+	VLLM_TARGET_DEVICE=cpu $(1)/bin/python -m pip install -q --no-deps "$$($(PY) tools/vllm_requirements.py $(2) --wheel-dir $(VLLM_WHEELS) --print-wheel)"
+	$(1)/bin/python -m pip install -q -c $(1)/constraints.txt --no-deps -e .
+	$(1)/bin/python -m pip install -q -c $(1)/constraints.txt numpy fastcore safetensors 'triton>=3.0' pytest hypothesis
+	touch $(1)/.installed-vllm-$(2)
+endef
+
+$(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION): tools/vllm_requirements.py
+	$(call vllm_venv,$(VLLM_VENV),$(VLLM_VERSION))
+
+$(VLLM_OLD_VENV)/.installed-vllm-$(VLLM_OLD_VERSION): tools/vllm_requirements.py
+	$(call vllm_venv,$(VLLM_OLD_VENV),$(VLLM_OLD_VERSION))
+
+# Print the audit table and (re)write the saved audit the docs show.
+audit: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION)
+	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit --json vllm_pd_spec/data/audit_vllm_$(VLLM_VERSION).json
+
+# The audit against the real vLLM, verdicts asserted (tests/test_audit_vllm.py), plus the fake-vLLM unit tests.
+test-vllm: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION)
+	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m pytest tests/test_audit_vllm.py tests/test_audit.py -q -p no:cacheprovider
+
+# The same against a vLLM released before the ordering and backoff fixes.
+audit-old: $(VLLM_OLD_VENV)/.installed-vllm-$(VLLM_OLD_VERSION)
+	HF_HUB_OFFLINE=1 $(VLLM_OLD_VENV)/bin/vllm-pd-spec audit --json vllm_pd_spec/data/audit_vllm_$(VLLM_OLD_VERSION).json
+	HF_HUB_OFFLINE=1 $(VLLM_OLD_VENV)/bin/python -m pytest tests/test_audit_vllm.py -q -p no:cacheprovider

@@ -1,0 +1,353 @@
+"""`vllm-pd-spec audit` without vLLM: every probe's fixed / legacy / not-present path on small fake vLLM modules.
+
+The fakes below are plain classes and functions placed in `sys.modules` under vLLM's module names, so the
+probes locate them exactly as they locate the real ones. Methods the probes read by source are defined in
+this file, so `inspect.getsource` finds them."""
+import json, subprocess, sys, types
+from types import SimpleNamespace as NS
+import pytest
+from vllm_pd_spec.audit import probes as P, main as M
+
+# ---------------------------------------------------------------- fake vLLM pieces
+class SamplingParams:
+    def __init__(self, max_tokens=16): self.max_tokens, self.skip_reading_prefix_cache = max_tokens, None
+
+class Request:
+    "The fields of vllm.v1.request.Request that P-side truncation touches."
+    def __init__(self, request_id, prompt_token_ids, sampling_params, pooling_params, block_hasher=None):
+        self.request_id, self.prompt_token_ids, self.prompt_embeds = request_id, prompt_token_ids, None
+        self._all_token_ids = list(prompt_token_ids)
+        self.num_prompt_tokens, self.max_tokens = len(prompt_token_ids), sampling_params.max_tokens
+        self.kv_transfer_params = None
+    def get_skip_reading_prefix_cache(self): return False
+    @property
+    def num_tokens(self): return len(self._all_token_ids)
+
+class SpeculativeConfig:
+    def use_eagle(self): return self.method in ('eagle', 'eagle3', 'mtp', 'dflash', 'dspark')
+    def use_dflash(self): return self.method == 'dflash'
+    def use_dspark(self): return self.method == 'dspark'
+    def uses_draft_model(self): return self.method == 'draft_model'
+    def use_multi_module_mtp(self):
+        return self.method == 'mtp' and min(self.draft_model_config.hf_config.num_nextn_predict_layers,
+                                            self.num_speculative_tokens) > 1
+
+class FixedVllmConfig:
+    @property
+    def num_prefill_lookahead_tokens(self):
+        sc = self.speculative_config
+        if sc is None or not sc.use_eagle(): return 0
+        return sc.num_speculative_tokens if sc.use_multi_module_mtp() else 1
+    @property
+    def num_lookahead_tokens(self):
+        sc = self.speculative_config
+        if sc is None: return 0
+        if sc.use_dflash(): return sc.num_speculative_tokens + 1
+        return sc.num_speculative_tokens if sc.use_eagle() or sc.uses_draft_model() else 0
+
+class LegacyVllmConfig:
+    @property
+    def num_lookahead_tokens(self):  # pre-#42971: DFlash gets k like the rest
+        sc = self.speculative_config
+        return 0 if sc is None or not (sc.use_eagle() or sc.uses_draft_model()) else sc.num_speculative_tokens
+
+class FixedScheduler:
+    def __init__(self, vllm_config):
+        self.num_prefill_lookahead = vllm_config.num_prefill_lookahead_tokens
+    def _reserve_prefill_lookahead(self, request, num_computed_tokens, num_new_tokens):
+        remaining = request.num_tokens - num_computed_tokens - num_new_tokens
+        if 0 < remaining < self.num_prefill_lookahead: num_new_tokens -= self.num_prefill_lookahead - remaining
+        return max(num_new_tokens, 0)
+    def add_request(self, request):
+        if self.connector is not None: self.connector.on_new_request(request)
+    def schedule(self):
+        load_kv_async = False
+        for request in self.waiting:
+            limit_lookahead_tokens = load_kv_async and self.use_eagle
+            effective_lookahead_tokens = 0 if limit_lookahead_tokens else self.num_lookahead_tokens
+            self.kv_cache_manager.allocate_slots(request, 1, num_lookahead_tokens=effective_lookahead_tokens,
+                                                 delay_cache_blocks=load_kv_async)
+
+class LegacyScheduler:
+    def __init__(self, vllm_config):
+        self.num_prefill_lookahead = 0
+    def _reserve_prefill_lookahead(self, request, num_computed_tokens, num_new_tokens): return num_new_tokens
+    def schedule(self):
+        load_kv_async = False
+        for request in self.waiting:
+            self.kv_cache_manager.allocate_slots(
+                request, 1, num_lookahead_tokens=0 if request.num_computed_tokens == 0 else self.num_lookahead_tokens,
+                delay_cache_blocks=load_kv_async)
+
+class FixedNixl:
+    "NIXL connector scheduler after #53523 and #55055."
+    def _prefill_backoff(self):
+        return max(1 if self._has_mamba or self._bounded_replay else 0, self.vllm_config.num_prefill_lookahead_tokens - 1)
+    def _get_remote_prefill_token_count(self, n):
+        b = self._prefill_backoff()
+        return n - b if b and n > b else n
+    def _truncate_request_for_prefill(self, request):
+        b, params = self._prefill_backoff(), request.kv_transfer_params
+        if b and params is not None and not params.get('_p_side_truncated') and request.num_prompt_tokens > b:
+            del request.prompt_token_ids[-b:]; del request._all_token_ids[-b:]
+            request.num_prompt_tokens -= b; request.max_tokens = 1; params['_p_side_truncated'] = True
+    def on_new_request(self, request):
+        if (request.kv_transfer_params or {}).get('do_remote_decode'): self._truncate_request_for_prefill(request)
+    def get_num_new_matched_tokens(self, request, num_computed_tokens): return 0, False
+
+class MambaOnlyNixl:
+    "Before #55055 (ordering already fixed): one token, for Mamba only."
+    def _get_remote_prefill_token_count(self, n): return n - 1 if self._has_mamba and n > 1 else n
+    def _truncate_mamba_request_for_prefill(self, request):
+        params = request.kv_transfer_params
+        if params is not None and not params.get('_p_side_truncated') and request.num_prompt_tokens > 1:
+            request.prompt_token_ids.pop(); request._all_token_ids.pop()
+            request.num_prompt_tokens -= 1; request.max_tokens = 1; params['_p_side_truncated'] = True
+    def on_new_request(self, request):
+        if (request.kv_transfer_params or {}).get('do_remote_decode') and self._has_mamba:
+            self._truncate_mamba_request_for_prefill(request)
+
+class LateTruncatingNixl(MambaOnlyNixl):
+    "Before #53523: truncation in get_num_new_matched_tokens, after the prefix lookup."
+    def on_new_request(self, request): pass
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        if (request.kv_transfer_params or {}).get('do_remote_decode') and self._has_mamba:
+            self._truncate_mamba_request_for_prefill(request)
+        return 0, False
+
+class FakeKVCacheManager:
+    "Prefix cache of whole blocks of the earlier request's prompt, hit capped at num_tokens - 1."
+    block = 4
+    def __init__(self, *a, **kw): self.cached = 0
+    def get_computed_blocks(self, request):
+        ids, B, hit = request.prompt_token_ids, self.block, 0
+        while hit + B <= min(self.cached, len(ids)) and ids[hit:hit + B] == list(range(100 + hit, 100 + hit + B)): hit += B
+        return None, min(hit, request.num_prompt_tokens - 1) // B * B
+    def allocate_slots(self, request, n): pass
+    def free(self, request): self.cached = max(self.cached, request.num_prompt_tokens // self.block * self.block)
+
+class V1Runner:
+    def _prepare_inputs(self, scheduler_output, num_scheduled_tokens, num_reqs):
+        import numpy as np
+        if scheduler_output.total == 0: return None
+        else:
+            num_draft_tokens = np.zeros(num_reqs, dtype=np.int32)
+            num_decode_draft_tokens = np.full(num_reqs, -1, dtype=np.int32)
+            for req_id, draft_token_ids in scheduler_output.scheduled_spec_decode_tokens.items():
+                req_idx = self.input_batch.req_id_to_index[req_id]
+                draft_len = len(draft_token_ids)
+                num_draft_tokens[req_idx] = draft_len
+                if num_scheduled_tokens[req_idx] == draft_len + 1:
+                    num_decode_draft_tokens[req_idx] = draft_len
+            self.num_decode_draft_tokens.np[:num_reqs] = num_decode_draft_tokens
+
+class LegacyV1Runner:
+    "Before #47466: a row is a decode row once its prompt is computed, or when it is new on a decode instance."
+    def _prepare_inputs(self, scheduler_output, num_scheduled_tokens, num_reqs, new_schedule_reqs):
+        import numpy as np
+        if scheduler_output.total == 0: return None
+        else:
+            num_decode_draft_tokens = np.full(num_reqs, -1, dtype=np.int32)
+            for req_id, req_idx in self.input_batch.req_id_to_index.items():
+                draft_len = len(scheduler_output.scheduled_spec_decode_tokens.get(req_id, []))
+                if (self.is_kv_consumer and req_id in new_schedule_reqs) or \
+                        self.input_batch.num_computed_tokens_cpu[req_idx] >= self.input_batch.num_prompt_tokens[req_idx]:
+                    num_decode_draft_tokens[req_idx] = draft_len
+
+def _mod(name, **attrs):
+    m = types.ModuleType(name); m.__dict__.update(attrs); return m
+
+SCHED = 'vllm.v1.core.sched.scheduler'
+NIXL = 'vllm.distributed.kv_transfer.kv_connector.v1.nixl.base_scheduler'
+PULL = 'vllm.distributed.kv_transfer.kv_connector.v1.nixl.pull_scheduler'
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    "Install a fake vLLM; returns a function that sets module attributes: fake(module, **attrs)."
+    for name in [n for n in sys.modules if n == 'vllm' or n.startswith('vllm.')]: monkeypatch.delitem(sys.modules, name)
+    mods = {}
+    def fake(name, **attrs):
+        parts = name.split('.')
+        for i in range(1, len(parts) + 1):
+            n = '.'.join(parts[:i])
+            if n not in mods:
+                mods[n] = _mod(n); mods[n].__path__ = []
+                monkeypatch.setitem(sys.modules, n, mods[n])
+        mods[name].__dict__.update(attrs)
+        return mods[name]
+    fake('vllm.v1.request', Request=Request)
+    fake('vllm.sampling_params', SamplingParams=SamplingParams)
+    fake('vllm.config', SpeculativeConfig=SpeculativeConfig)
+    return fake
+
+def verdicts(findings): return [f.verdict for f in findings]
+
+# ---------------------------------------------------------------- the verdict rule
+def test_classify_three_outcomes():
+    fx, lg = (lambda c: c + 1), (lambda c: c)
+    f = P.classify('t', 'l', range(3), fx, fx, lg)
+    assert (f.verdict, f.cases, f.counterexample) == ('fixed', 3, '0: vLLM 1, fixed 1, legacy 0')
+    assert P.classify('t', 'l', range(3), lg, fx, lg).verdict == 'legacy'
+    f = P.classify('t', 'l', range(3), lambda c: 1 // (c - 1), fx, lg)
+    assert f.verdict == 'differs' and 'raises ZeroDivisionError' in str(P.answer(lambda: 1 // 0))
+
+def test_locate_never_raises():
+    assert P.locate('vllm_surely_missing.x:Y') is None and P.locate('json:no_such') is None
+    assert P.locate('json:dumps') is json.dumps
+
+# ---------------------------------------------------------------- 1. lookahead
+def test_lookahead_property_fixed_and_not_present(fake_vllm):
+    assert verdicts(P.probe_prefill_lookahead_property()) == ['not present']
+    fake_vllm('vllm.config', VllmConfig=FixedVllmConfig)
+    f, = P.probe_prefill_lookahead_property()
+    assert f.verdict == 'fixed' and f.cases == len(P.spec_grid())
+
+def test_reserve_prefill_lookahead_paths(fake_vllm):
+    assert verdicts(P.probe_reserve_prefill_lookahead()) == ['not present']
+    fake_vllm(SCHED, Scheduler=FixedScheduler)
+    assert verdicts(P.probe_reserve_prefill_lookahead()) == ['fixed']
+    fake_vllm(SCHED, Scheduler=LegacyScheduler)
+    f, = P.probe_reserve_prefill_lookahead()
+    assert f.verdict == 'legacy' and 'lookahead=2' in f.counterexample
+
+def test_scheduler_consumer_by_source(fake_vllm):
+    fake_vllm(SCHED, Scheduler=FixedScheduler)
+    sched = [f for f in P.probe_lookahead_consumers() if 'scheduler num_prefill_lookahead' in f.contract]
+    assert verdicts(sched) == ['fixed'] and sched[0].how == 'by source'
+    fake_vllm(SCHED, Scheduler=LegacyScheduler)  # assigns a constant: follows neither form
+    sched = [f for f in P.probe_lookahead_consumers() if 'scheduler num_prefill_lookahead' in f.contract]
+    assert verdicts(sched) == ['differs'] and 'derives its own' in sched[0].note
+
+# ---------------------------------------------------------------- 2. backoff
+def test_backoff_fixed(fake_vllm):
+    fake_vllm(NIXL, NixlBaseConnectorScheduler=FixedNixl)
+    assert verdicts(P.probe_backoff()) == ['fixed'] * 3
+
+def test_backoff_mamba_only_is_legacy(fake_vllm):
+    fake_vllm(NIXL, NixlBaseConnectorScheduler=MambaOnlyNixl)
+    fs = P.probe_backoff()
+    assert verdicts(fs) == ['not present', 'legacy', 'legacy']
+    assert 'no Mamba, lookahead 2' in fs[2].counterexample
+
+def test_backoff_p_side_uses_the_hooked_subclass(fake_vllm):
+    fake_vllm(NIXL, NixlBaseConnectorScheduler=MambaOnlyNixl)
+    fake_vllm(PULL, NixlPullConnectorScheduler=LateTruncatingNixl)
+    f = P.probe_backoff()[2]
+    assert f.verdict == 'legacy' and 'LateTruncatingNixl' in f.note
+
+# ---------------------------------------------------------------- 3. ordering
+@pytest.mark.parametrize('cls,verdict', [(FixedNixl, 'fixed'), (MambaOnlyNixl, 'fixed'), (LateTruncatingNixl, 'legacy')])
+def test_ordering_replay(fake_vllm, monkeypatch, cls, verdict):
+    fake_vllm(SCHED, Scheduler=FixedScheduler)
+    fake_vllm(PULL, NixlPullConnectorScheduler=cls)
+    fake_vllm('vllm.v1.core.kv_cache_manager', KVCacheManager=FakeKVCacheManager)
+    monkeypatch.setattr(P, 'prefix_cache', lambda block_size=4: (FakeKVCacheManager(), None))
+    f, = P.probe_ordering()
+    assert f.verdict == verdict, f.counterexample
+    if verdict == 'legacy': assert P.ASSERT_FIRES in f.counterexample
+
+def test_ordering_not_present(fake_vllm):
+    assert verdicts(P.probe_ordering()) == ['not present']
+
+# ---------------------------------------------------------------- 4. slots
+def test_num_lookahead_tokens_paths(fake_vllm):
+    assert verdicts(P.probe_num_lookahead_tokens()) == ['not present']
+    fake_vllm('vllm.config', VllmConfig=FixedVllmConfig)
+    assert verdicts(P.probe_num_lookahead_tokens()) == ['fixed']
+    fake_vllm('vllm.config', VllmConfig=LegacyVllmConfig)
+    f, = P.probe_num_lookahead_tokens()
+    assert f.verdict == 'legacy' and f.counterexample.startswith('dflash')
+
+def test_effective_lookahead_by_source(fake_vllm):
+    assert verdicts(P.probe_effective_lookahead()) == ['not present']
+    fake_vllm(SCHED, Scheduler=FixedScheduler)
+    f, = P.probe_effective_lookahead()
+    assert (f.verdict, f.how) == ('fixed', 'by source') and 'load_kv_async and self.use_eagle' in f.note
+    fake_vllm(SCHED, Scheduler=LegacyScheduler)
+    assert verdicts(P.probe_effective_lookahead()) == ['legacy']
+
+# ---------------------------------------------------------------- 5. rows
+def test_v1_rows_by_source(fake_vllm):
+    fake_vllm('vllm.v1.worker.gpu_model_runner', GPUModelRunner=V1Runner)
+    f = P.probe_rows()[0]
+    assert f.how == 'by source' and f.verdict == 'fixed', f.counterexample
+    fake_vllm('vllm.v1.worker.gpu_model_runner', GPUModelRunner=LegacyV1Runner)
+    f = P.probe_rows()[0]
+    assert f.verdict == 'legacy' and f.counterexample, f.counterexample
+
+def test_rows_not_present(fake_vllm):
+    assert verdicts(P.probe_rows()) == ['not present', 'not present']
+
+# ---------------------------------------------------------------- 6. kernel, connectors
+def test_kernel_not_present(fake_vllm):
+    assert verdicts(P.probe_kernel(3)) == ['not present']
+
+def test_fuzz_batches_cover_every_row_kind():
+    kinds = set()
+    for s in range(40):
+        b = P.fuzz_batch(s)
+        for r, slot in enumerate(b['idx_mapping']):
+            p, seq = b['prefill_len'][slot], b['seq_lens'][r]
+            nl = b['cu_num_logits'][r + 1] - b['cu_num_logits'][r]
+            kinds.add('prefill' if seq <= p else 'tail' if seq - nl < p else 'decode')
+    assert kinds == {'prefill', 'tail', 'decode'}
+
+def test_connector_scan(fake_vllm, tmp_path, monkeypatch):
+    root = tmp_path / 'fakeconn'; root.mkdir()
+    (root / '__init__.py').write_text('')
+    (root / 'mamba_only.py').write_text(
+        'class MambaOnlyScheduler:\n'
+        '    def _truncate_mamba_request_for_prefill(self, request):\n'
+        '        params = request.kv_transfer_params\n'
+        '        if params is not None and not params.get("_p_side_truncated") and request.num_prompt_tokens > 1:\n'
+        '            request.prompt_token_ids.pop(); request._all_token_ids.pop()\n'
+        '            request.num_prompt_tokens -= 1; request.max_tokens = 1; params["_p_side_truncated"] = True\n'
+        '    def on_new_request(self, request):\n'
+        '        if (request.kv_transfer_params or {}).get("do_remote_decode") and self._has_mamba:\n'
+        '            self._truncate_mamba_request_for_prefill(request)\n')
+    (root / 'other.py').write_text('class Unrelated:\n    def on_new_request(self, request): pass\n')
+    (root / 'broken.py').write_text('import surely_not_installed_xyz\ndef _prefill_backoff(self): return 0\n'
+                                    'class B:\n    def _prefill_backoff(self): return 0\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(P, 'CONNECTOR_ROOT', 'fakeconn')
+    assert sorted(P.truncating_modules('fakeconn')) == ['fakeconn.broken', 'fakeconn.mamba_only']
+    found, errors = P.connector_classes('fakeconn')
+    assert list(found) == ['fakeconn.mamba_only:MambaOnlyScheduler'] and 'fakeconn.broken' in errors
+    monkeypatch.setattr(P, 'connector_classes', lambda root=None: (found, errors))
+    fs = P.probe_connectors()
+    assert [(f.connector, f.verdict) for f in fs] == [('MambaOnlyScheduler', 'legacy'), ('broken', 'error')]
+    assert "Mamba's single token only" in fs[0].note
+
+# ---------------------------------------------------------------- the runner and the CLI
+def test_audit_turns_a_crashing_probe_into_an_error_row():
+    def probe_boom():
+        "Fix 9: boom"
+        raise RuntimeError('kaput')
+    f, = M.audit([probe_boom])
+    assert f.verdict == 'error' and 'kaput' in f.note
+
+def test_table_and_json_shapes():
+    fs = [P.Finding('c', 'vllm/x.py:f', 'fixed', 3, 'a: vLLM 1, fixed 1, legacy 0'),
+          P.Finding('connector: X', 'vllm/y.py:X', 'legacy', 2, 'b', connector='X')]
+    t = M.table(fs)
+    assert t.splitlines()[0].split() == ['contract', 'where', 'in', 'vLLM', 'verdict', 'cases', 'first', 'counterexample']
+    d = [f.as_dict() for f in fs]
+    assert all({'contract', 'location', 'verdict', 'cases', 'counterexample'} <= set(x) for x in d)
+    assert 'connector' not in d[0] and d[1]['connector'] == 'X'
+    assert M.markdown_table(fs).count('\n') == 3
+
+def test_saved_audits_load():
+    assert {'0.33.0', '0.27.1'} <= set(M.saved_versions())
+    for v in ('0.33.0', '0.27.1'):
+        assert all(f['verdict'] in P.VERDICTS for f in M.saved_audit(v))
+
+def test_run_audit_exits_2_with_install_hint_when_vllm_is_missing(monkeypatch, capsys):
+    monkeypatch.setattr(M, 'import_vllm', lambda: "ModuleNotFoundError: No module named 'vllm'")
+    assert M.run_audit(NS(json=None, markdown=False)) == 2
+    err = capsys.readouterr().err
+    assert 'make audit' in err and 'pip install --no-deps vllm==0.33.0' in err
+
+def test_cli_audit_without_vllm(monkeypatch):
+    from vllm_pd_spec.cli import main
+    monkeypatch.setattr(M, 'import_vllm', lambda: 'ImportError: no vllm')
+    assert main(['audit', '--json', 'unused.json']) == 2
