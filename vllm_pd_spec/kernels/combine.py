@@ -234,7 +234,7 @@ def combine_sampled_and_draft_tokens(input_ids, # [num_tokens] int32/int64: prom
     if be == 'interpreter' and input_ids.device.type != 'cpu': raise ValueError('backend "interpreter" needs CPU tensors')
     if be == 'triton' and input_ids.device.type != 'cuda': raise ValueError('backend "triton" needs CUDA tensors')
     if r == 0: return li
-    block = triton.next_power_of_2(max(draft_tokens.shape[1] + num_new_sampled_tokens, 1))
+    block = 1 << (max(draft_tokens.shape[1] + num_new_sampled_tokens, 1) - 1).bit_length()  # next power of 2, no Triton call
     _triton_kernel('combine', be == 'interpreter')[(r,)](
         input_ids, idx_mapping, last_sampled_tokens, last_sampled_tokens.stride(0), query_start_loc, seq_lens,
         prefill_len, draft_tokens, draft_tokens.stride(0), cu_num_logits, li,
