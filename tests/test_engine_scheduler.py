@@ -181,3 +181,16 @@ def test_dflash_first_prefill_gets_lookahead_slots_unless_async_eagle():
     D.add_request(Request('x', list(range(4)), kv_transfer_params=params))
     D.schedule()
     assert len(D.kv_cache_manager.get_block_ids('x')[0]) == 1  # no lookahead while the KV loads (#22317)
+
+def test_failed_load_is_recomputed_locally():
+    D = Scheduler(VllmConfig(model=FULL, role='decode'), num_blocks=16)
+    params = make_kv_transfer_params(do_remote_prefill=True, remote_engine_id='p', remote_request_id='x',
+                                     remote_block_ids=([1, 2, 3],))
+    D.add_request(Request('x', list(range(10)), max_tokens=1, kv_transfer_params=params))
+    so = D.schedule()
+    D.update_from_output(so, toy_runner_output(D, so, kv_connector_output=KVConnectorOutput(failed_recving={'x'})))
+    assert D.kv_cache_manager.get_num_free_blocks() == 15 and D.requests['x'].status == RequestStatus.WAITING
+    so = D.schedule()
+    assert so.num_scheduled_tokens == {'x': 10}
+    D.update_from_output(so, toy_runner_output(D, so))
+    assert not D.has_requests() and D.kv_cache_manager.get_num_free_blocks() == 15

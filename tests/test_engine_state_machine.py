@@ -49,16 +49,19 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.s.add_request(Request(f'r{self.n}', prompt, max_tokens=max_tokens, kv_transfer_params=self._params(len(prompt))))
         self.n += 1
 
-    def _kco(self):
-        "Complete every transfer in flight: D's loads, P's held sends."
+    def _kco(self, fail=False):
+        "Complete every transfer in flight: D's loads (or fail the live ones), P's held sends."
         held = {rid for rid, r in self.s.requests.items()
                 if r.status == RequestStatus.WAITING_FOR_REMOTE_KVS or r.is_finished()}
+        if self.role == 'decode' and fail:
+            live = {r for r in held if not self.s.requests[r].is_finished()}
+            return KVConnectorOutput(finished_recving=held - live, failed_recving=live)
         if self.role == 'decode': return KVConnectorOutput(finished_recving=held)
         if self.role == 'prefill': return KVConnectorOutput(finished_sending={r for r in held if self.s.requests[r].is_finished()})
         return None
 
-    @rule(accept=st.integers(0, 3), transfers=st.booleans())
-    def step(self, accept, transfers):
+    @rule(accept=st.integers(0, 3), transfers=st.booleans(), fail=st.booleans())
+    def step(self, accept, transfers, fail):
         so = self.s.schedule()
         assert so.total_num_scheduled_tokens <= BUDGET
         assert all(n > 0 for n in so.num_scheduled_tokens.values()), so.num_scheduled_tokens
@@ -70,7 +73,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             if end >= r.num_tokens + drafts: self.checker.check_write(rid, 0, range(end, end + self.past), 'drafter')
         assert not self.checker.violations, self.checker.violations[:3]
         self.s.update_from_output(so, toy_runner_output(self.s, so, token=5, accept=accept,
-                                                        kv_connector_output=self._kco() if transfers else None))
+                                                        kv_connector_output=self._kco(fail) if transfers else None))
 
     @rule(i=st.integers(0, 50))
     def abort(self, i):

@@ -56,6 +56,7 @@ class KVConnectorOutput:
     "Transfers the worker side finished since the last step."
     finished_sending:set=field(default_factory=set)
     finished_recving:set=field(default_factory=set)
+    failed_recving:set=field(default_factory=set) # loads that failed: D recomputes the prompt locally
 
 @dataclass
 class ModelRunnerOutput:
@@ -349,7 +350,14 @@ def finish_requests(self:Scheduler, request_ids, finished_status:RequestStatus=R
         else: self._free_request(request)
 
 def _update_from_kv_xfer_finished(self:Scheduler, kco:KVConnectorOutput):
-    "Loads done (D) make requests ready; sends done (P) free the held blocks."
+    "Loads done (D) make requests ready; failed loads are recomputed; sends done (P) free the held blocks."
+    for rid in kco.failed_recving:  # upstream: `invalid_block_ids` with kv_load_failure_policy="recompute"
+        r = self.requests.get(rid)
+        if r is None: continue
+        if r.is_finished(): self._free_blocks(r)
+        elif r.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+            self.kv_cache_manager.free(r)
+            r.num_computed_tokens, r.num_external_computed_tokens, r.status = 0, 0, RequestStatus.WAITING
     for rid in kco.finished_recving:
         r = self.requests.get(rid)
         if r is None: continue
