@@ -37,11 +37,9 @@ def cuda_available()->bool:
 
 # %% ../nbs/90_cli.ipynb #9c221470
 def fast_paths()->dict:
-    "Which implementation each hot path would use on this machine."
-    has_triton, cuda = importlib.util.find_spec('triton') is not None, cuda_available()
-    kernel = 'triton (CUDA)' if has_triton and cuda else ('triton interpreter available; torch reference' if has_triton
-                                                         else 'torch reference')
-    return {'combine_sampled_and_draft_tokens': kernel}
+    "Which implementation each hot path would use on this machine (CUDA tensors where there is CUDA)."
+    from vllm_pd_spec.kernels.combine import combine_backend
+    return {'combine_sampled_and_draft_tokens': combine_backend('cuda' if cuda_available() else 'cpu')}
 
 # %% ../nbs/90_cli.ipynb #4d6f1239
 def info()->dict:
