@@ -185,7 +185,7 @@ for _f in (_preempt_request, _update_waiting_for_remote_kv, _full_attention_grou
 def schedule(self:Scheduler)->SchedulerOutput:
     "Decide this step's work."
     token_budget = self.max_num_scheduled_tokens
-    num_scheduled_tokens, spec_tokens, new_blocks_of = {}, {}, {}
+    num_scheduled_tokens, spec_tokens = {}, {}
     scheduled_new, scheduled_running, preempted = [], [], []
     prefill_scheduled = False
     kvm = self.kv_cache_manager
@@ -206,7 +206,7 @@ def schedule(self:Scheduler)->SchedulerOutput:
             self._preempt_request(victim); preempted.append(victim)
             if victim is request: break
         if new_blocks is None: break
-        scheduled_running.append(request); new_blocks_of[request.request_id] = new_blocks
+        scheduled_running.append(request)
         prefill_scheduled |= request.num_computed_tokens < request.num_tokens - 1
         num_scheduled_tokens[request.request_id] = n
         token_budget -= n
@@ -226,7 +226,7 @@ def schedule(self:Scheduler)->SchedulerOutput:
         if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
             if self._update_waiting_for_remote_kv(request): request.status = RequestStatus.WAITING
             else: skipped.append(self.waiting.popleft()); continue
-        num_external, load_kv_async = 0, False
+        num_external, load_kv_async, pad = 0, False, False
         if request.num_computed_tokens == 0:
             new_computed_blocks, num_local = kvm.get_computed_blocks(request)
             if self.connector is not None:
@@ -266,9 +266,8 @@ def schedule(self:Scheduler)->SchedulerOutput:
         if load_kv_async:
             request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
             skipped.append(request); continue
-        resumed = request.status == RequestStatus.PREEMPTED
         self.running.append(request); request.status = RequestStatus.RUNNING
-        scheduled_new.append(request); new_blocks_of[request.request_id] = new_blocks
+        scheduled_new.append(request)
         num_scheduled_tokens[request.request_id] = n
         if pad: spec_tokens[request.request_id] = [-1] * self.num_spec_tokens
         token_budget -= n
