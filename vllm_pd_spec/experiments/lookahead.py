@@ -6,7 +6,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/lookahead_experiment.html.md""
 
 # %% auto #0
 __all__ = ['KS', 'WINDOWS', 'LENGTHS', 'BLOCK_SIZE', 'CHUNK', 'DECODE_STEPS', 'QUICK', 'NOTES', 'drafter_prefill_steps',
-           'runner_rows', 'boundary_misses', 'chunked_prefill_case', 'lookahead_case', 'lookahead_sweep', 'run']
+           'runner_rows', 'boundary_misses', 'chunked_prefill_case', 'lookahead_case', 'lookahead_sweep', 'run', 'bars',
+           'plot']
 
 # %% ../../nbs/01b_lookahead_experiment.ipynb #0dfa8fce
 from ..config import Fixes, SpeculativeConfig, LayerSpec, ModelConfig, VllmConfig
@@ -145,3 +146,34 @@ def run(device:str='cpu', # unused: no model runs here
         invariant_holds=fixed == 0 and sum(r['fixed_missing_rows'] + r['fixed_dropped_reads'] for r in rows) == 0
                         and sum(r['past_prompt'] for r in rows) == 0,
         legacy_consequence_seen=legacy > 0, setup=setup, rows=rows, notes=NOTES)
+
+# %% ../../nbs/01b_lookahead_experiment.ipynb #d645d046
+def bars(ax, # a matplotlib axis
+         labels:list, # one per group (config)
+         series:dict, # name -> one value per group
+         title:str='', # axis title
+         ylabel:str='', # axis label
+        ):
+    "Grouped bars: one group per label, one bar per series, each bar labelled with its value."
+    w = 0.8 / len(series)
+    for i, (name, ys) in enumerate(series.items()):
+        xs = [j + (i - (len(series) - 1) / 2) * w for j in range(len(labels))]
+        ax.bar_label(ax.bar(xs, ys, w, label=name), fontsize=7)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha='right', fontsize=8)
+    ax.set_title(title, fontsize=10); ax.set_ylabel(ylabel); ax.legend(fontsize=8)
+
+def plot(res:ExperimentResult # what `run` returned
+        ):
+    "Requests with a violation per config, legacy vs fixed; and the violations by kind."
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
+    cfg = [r['config'] for r in res.rows]
+    bars(a, cfg, {'legacy': [r['legacy'] for r in res.rows], 'fixed': [r['fixed'] for r in res.rows]},
+         f"requests with a violation (of {res.rows[0]['requests']} per config)", 'requests')
+    bars(b, cfg, {'missing runner rows, legacy': [r['legacy_missing_rows'] for r in res.rows],
+                  'missing runner rows, fixed': [r['fixed_missing_rows'] for r in res.rows],
+                  'dropped-block reads, legacy': [r['legacy_dropped_reads'] for r in res.rows],
+                  'dropped-block reads, control': [r['control_dropped_reads'] for r in res.rows]},
+         'violations by kind', 'count')
+    fig.tight_layout()
+    return fig

@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/truncation_ordering_experiment
 
 # %% auto #0
 __all__ = ['SPECS', 'BLOCK_SIZES', 'NUM_REQUESTS', 'SEED', 'NUM_DOCS', 'MAX_LEN', 'PAIR_LENGTHS', 'QUICK', 'NOTES',
-           'prefix_stream', 'stream_case', 'ordering_rows', 'run']
+           'prefix_stream', 'stream_case', 'ordering_rows', 'run', 'plot']
 
 # %% ../../nbs/03b_truncation_ordering_experiment.ipynb #eb25be1f
 import random
@@ -14,8 +14,9 @@ from ..config import Fixes, SpeculativeConfig, ModelConfig, VllmConfig, make_kv_
 from ..contracts import ordering
 from ..engine.request import Request
 from ..engine.scheduler import Scheduler, SchedulerAssertionError, KVConnectorOutput, toy_runner_output
-from ..engine.repro import GDN_HYBRID, fix3_sweep, table
+from ..engine.repro import GDN_HYBRID, fix3_case, table
 from .reproduce import ExperimentResult
+from .lookahead import bars
 
 # %% ../../nbs/03b_truncation_ordering_experiment.ipynb #fe636a6a
 def prefix_stream(num_requests:int, # N
@@ -87,12 +88,12 @@ def ordering_rows(block_sizes=BLOCK_SIZES, num_requests:int=NUM_REQUESTS, seed:i
                              agree=l['agree'] + f['agree'], of=2 * l['requests']))
             if bar is not None: bar.update()
     for spec in specs:
-        sw = fix3_sweep(pair_lengths, block_sizes, (spec,))
         for bs in block_sizes:
-            l, f = [next(r for r in sw if r['block_size'] == bs and r['ordering'] == o) for o in ('legacy', 'fixed')]
-            rows.append(dict(scenario='pair sweep', spec=_spec_name(spec), backoff=l['backoff'], block_size=bs,
-                             requests=l['cases'], legacy=l['fired'], fixed=f['fired'], cache_hits=l['cases'],
-                             agree=l['agree'] + f['agree'], of=2 * l['cases']))
+            l, f = ([fix3_case(n, bs, spec, fx) for n in pair_lengths] for fx in (legacy, fixed))
+            rows.append(dict(scenario='pair sweep', spec=_spec_name(spec), backoff=l[0]['backoff'], block_size=bs,
+                             requests=len(l), legacy=sum(c['fired'] for c in l), fixed=sum(c['fired'] for c in f),
+                             cache_hits=sum(c['hit'] > 0 for c in l),
+                             agree=sum(c['fired'] == c['predicted'] for c in l + f), of=2 * len(l)))
         if bar is not None: bar.update()
     return rows
 
@@ -101,7 +102,7 @@ NOTES = ('Measured on the engine (real Scheduler, KVCacheManager with prefix cac
          'on a P instance of a full-attention + GDN model: requests whose scheduling trips assert num_new_tokens > 0, '
          'legacy hook order (truncate in get_num_new_matched_tokens, after the prefix lookup) vs fixed (on_new_request). '
          'Headline: a seeded stream of prompts cut from a few shared documents, summed over block sizes and backoffs; '
-         'rows add the exhaustive identical-pair sweep (engine.repro.fix3_sweep). Every outcome is checked against the '
+         'rows add the exhaustive identical-pair sweep (engine.repro.fix3_case). Every outcome is checked against the '
          'ordering contract. Modelled: no model (stand-in runner), requests run one after another, D reads at once; '
          'a failing request is counted and aborted (upstream the engine core dies).')
 
@@ -127,3 +128,17 @@ def run(device:str='cpu', # unused: no model runs here
         invariant_holds=all(r['fixed'] == 0 for r in rows),
         legacy_consequence_seen=sum(r['legacy'] for r in st) > 0,
         setup=setup, rows=rows, notes=NOTES)
+
+# %% ../../nbs/03b_truncation_ordering_experiment.ipynb #8b68f01d
+def plot(res:ExperimentResult # what `run` returned
+        ):
+    "Assertion failures per config, legacy vs fixed, for the stream and the pair sweep."
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    for ax, sc in zip(axes, ('stream', 'pair sweep')):
+        rows = [r for r in res.rows if r['scenario'] == sc]
+        bars(ax, [f"{r['spec']}, B={r['block_size']}" for r in rows],
+             {'legacy': [r['legacy'] for r in rows], 'fixed': [r['fixed'] for r in rows]},
+             f"{sc}: assertion failures (of {rows[0]['requests']} per config)", 'requests')
+    fig.tight_layout()
+    return fig

@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/dflash_slots_experiment.html.m
 
 # %% auto #0
 __all__ = ['KS', 'LENGTHS', 'BLOCK_SIZE', 'DECODE_STEPS', 'NUM_REQUESTS', 'SEED', 'NUM_DOCS', 'NUM_BLOCKS', 'MAX_NUM_SEQS',
-           'QUICK', 'NOTES', 'single_requests', 'PersistentBlockTable', 'stream_case', 'slots_rows', 'run']
+           'QUICK', 'NOTES', 'single_requests', 'PersistentBlockTable', 'stream_case', 'slots_rows', 'run', 'plot']
 
 # %% ../../nbs/04b_dflash_slots_experiment.ipynb #cc9c8d89
 from ..config import Fixes, SpeculativeConfig, ModelConfig, VllmConfig
@@ -17,6 +17,7 @@ from ..engine.scheduler import Scheduler, toy_runner_output
 from ..engine.repro import FULL_ATTENTION, fix4_case, table
 from .ordering import prefix_stream
 from .reproduce import ExperimentResult
+from .lookahead import bars
 
 # %% ../../nbs/04b_dflash_slots_experiment.ipynb #9125de4a
 def single_requests(k:int, # drafts per step
@@ -160,3 +161,20 @@ def run(device:str='cpu', # unused: no model runs here
                         and all(r['fixed_corrupted_blocks'] == 0 for r in stream),
         legacy_consequence_seen=sum(r['legacy'] for r in rows) > 0,
         setup=setup, rows=rows, notes=NOTES)
+
+# %% ../../nbs/04b_dflash_slots_experiment.ipynb #11285f49
+def plot(res:ExperimentResult # what `run` returned
+        ):
+    "Requests with writes outside their slots per k (both scenarios) and corrupted blocks (stream), legacy vs fixed."
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+    for ax, sc in zip(axes, ('one at a time', 'stream')):
+        rows = [r for r in res.rows if r['scenario'] == sc]
+        bars(ax, [f"k={r['k']}" for r in rows], {'legacy': [r['legacy'] for r in rows], 'fixed': [r['fixed'] for r in rows]},
+             f"{sc}: requests writing outside (of {rows[0]['requests']})", 'requests')
+    rows = [r for r in res.rows if r['scenario'] == 'stream']
+    bars(axes[2], [f"k={r['k']}" for r in rows], {'legacy': [r['legacy_corrupted_blocks'] for r in rows],
+                                                  'fixed': [r['fixed_corrupted_blocks'] for r in rows]},
+         'stream: blocks corrupted', 'blocks')
+    fig.tight_layout()
+    return fig
