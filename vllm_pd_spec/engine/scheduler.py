@@ -322,7 +322,6 @@ def _free_request(self:Scheduler, request:Request)->dict|None:
     delay, params = False, None
     if self.connector is not None:
         delay, params = self.connector.request_finished(request, self.kv_cache_manager.get_block_ids(request.request_id))
-    if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS: delay = True  # a load in flight writes these blocks
     self.finished_req_ids.add(request.request_id)
     if not delay: self._free_blocks(request)
     return params
