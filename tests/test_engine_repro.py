@@ -31,3 +31,10 @@ def test_fix1_drafter_reads_dropped_block_without_retention():
     for planner in ('fixed', 'legacy'):
         c = fix1_case(3, 19, planner=planner)
         assert c['drafter'] == c['target'] == 0 and c['extra_retained'] == 2
+
+def test_fix4_stray_writes_land_in_a_cached_prefix():
+    from vllm_pd_spec.engine.repro import fix4_stale_row_case
+    legacy = [fix4_stale_row_case(3, 64, n, fixes=Fixes().off('dflash_slots')) for n in range(1, 33)]
+    fixed = [fix4_stale_row_case(3, 64, n) for n in range(1, 33)]
+    assert sum(c['cached_prefix'] for c in legacy) > 0
+    assert sum(c['cached_prefix'] + c['live_request'] + c['free_or_null'] for c in fixed) == 0
