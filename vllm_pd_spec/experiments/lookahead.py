@@ -87,7 +87,7 @@ def lookahead_case(k:int, # MTP modules = drafts per step
     cb = chunked_prefill_case(k, num_prompt_tokens, sliding_window, block_size, chunk, fixes)
     dropped = sw['target'] + sw['drafter']
     return dict(k=k, N=num_prompt_tokens, window=sliding_window, planner=planner, extra_retained=sw['extra_retained'],
-                rows=cb['rows'], dropped_reads=dropped, missing_rows=cb['missing_rows'], past_prompt=cb['past_prompt'],
+                rows=cb['rows'], boundaries=cb['boundaries'], dropped_reads=dropped, missing_rows=cb['missing_rows'], past_prompt=cb['past_prompt'],
                 violated=dropped + cb['missing_rows'] + cb['past_prompt'] > 0)
 
 # %% ../../nbs/01b_lookahead_experiment.ipynb #10e5753b
@@ -105,7 +105,7 @@ def lookahead_sweep(ks=KS, windows=WINDOWS, lengths=LENGTHS, block_size:int=BLOC
             c = {p: [lookahead_case(k, n, w, block_size, chunk, p, decode_steps) for n in lengths]
                  for p in ('fixed', 'legacy', 'none')}
             tot = lambda p, key: sum(x[key] for x in c[p])
-            rows.append(dict(config=f'mtp k={k}, window {w}', k=k, window=w, requests=len(lengths),
+            rows.append(dict(config=f'mtp k={k}, window {w}', k=k, window=w, requests=len(lengths), boundaries=tot('fixed', 'boundaries'),
                              legacy=sum(x['violated'] for x in c['legacy']), fixed=sum(x['violated'] for x in c['fixed']),
                              legacy_missing_rows=tot('legacy', 'missing_rows'), fixed_missing_rows=tot('fixed', 'missing_rows'),
                              legacy_dropped_reads=tot('legacy', 'dropped_reads'), fixed_dropped_reads=tot('fixed', 'dropped_reads'),
