@@ -7,10 +7,10 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/engine_kv_cache.html.md"""
 # %% auto #0
 __all__ = ['cdiv', 'FullAttentionSpec', 'SlidingWindowSpec', 'MambaSpec', 'KVCacheGroupSpec', 'KVCacheConfig',
            'planner_extra_retained_tokens', 'get_kv_cache_config', 'SingleTypeKVCacheManager', 'FullAttentionManager',
-           'SlidingWindowManager', 'MambaManager', 'KVCacheBlocks', 'KVCacheManager', 'allocate_slots', 'cache_blocks',
-           'free', 'get_blocks', 'get_block_ids', 'get_num_free_blocks', 'SlotViolation', 'SlotChecker']
+           'SlidingWindowManager', 'MambaManager', 'KVCacheBlocks', 'KVCacheManager', 'SlotViolation', 'SlotChecker']
 
 # %% ../../nbs/12_engine_kv_cache.ipynb #fc5001eb
+from fastcore.basics import patch
 from dataclasses import dataclass, field
 from ..config import VllmConfig
 from ..contracts import lookahead as la
@@ -241,6 +241,7 @@ class KVCacheManager:
         return KVCacheBlocks(hits), n
 
 # %% ../../nbs/12_engine_kv_cache.ipynb #fa532e60
+@patch
 def allocate_slots(self:KVCacheManager,
                    request:Request, # the request to give slots
                    num_new_tokens:int, # tokens scheduled this step (0 while a remote KV load is pending)
@@ -266,6 +267,7 @@ def allocate_slots(self:KVCacheManager,
         self.cache_blocks(request, min(num_computed + num_new_tokens, request.num_tokens))
     return new
 
+@patch
 def cache_blocks(self:KVCacheManager, request:Request, num_computed_tokens:int, publish_groups:set|None=None):
     "Register the full blocks of the first `num_computed_tokens` tokens; groups outside `publish_groups` skip them for good."
     if not self.enable_caching or not request.block_size: return
@@ -274,21 +276,23 @@ def cache_blocks(self:KVCacheManager, request:Request, num_computed_tokens:int, 
         if publish_groups is None or i in publish_groups: m.cache_blocks(request, num_computed_tokens)
         else: m.num_cached_block[rid] = max(m.num_cached_block.get(rid, 0), n_full)
 
+@patch
 def free(self:KVCacheManager, request:Request):
     "Give back every block of `request`, tail first."
     for m in self.managers: m.free(request.request_id)
 
+@patch
 def get_blocks(self:KVCacheManager, request_id:str)->KVCacheBlocks:
     "The request's block tables as `KVCacheBlocks`."
     return KVCacheBlocks(tuple(list(m.req_to_blocks.get(request_id, ())) for m in self.managers))
 
+@patch
 def get_block_ids(self:KVCacheManager, request_id:str)->tuple:
     "The request's block ids, one list per group."
     return self.get_blocks(request_id).get_block_ids()
 
+@patch
 def get_num_free_blocks(self:KVCacheManager)->int: return self.block_pool.get_num_free_blocks()
-
-for _f in (allocate_slots, cache_blocks, free, get_blocks, get_block_ids, get_num_free_blocks): setattr(KVCacheManager, _f.__name__, _f)
 
 # %% ../../nbs/12_engine_kv_cache.ipynb #ce690a5c
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ __all__ = ['BlockHash', 'NONE_HASH', 'RequestStatus', 'hash_block_tokens', 'Requ
 
 # %% ../../nbs/10_engine_request.ipynb #793c13b2
 import enum, hashlib
-from dataclasses import dataclass
+from fastcore.basics import patch
 
 # %% ../../nbs/10_engine_request.ipynb #abb0310e
 class RequestStatus(enum.IntEnum):
@@ -98,7 +98,8 @@ class Request:
                 f'computed={self.num_computed_tokens}, {self.status.name})')
 
 # %% ../../nbs/10_engine_request.ipynb #dcebd689
-def _block_hashes(self:Request)->list:
+@patch(as_prop=True)
+def block_hashes(self:Request)->list:
     "Chained hashes of the full blocks of `_all_token_ids` (empty without a block size)."
     bs = self.block_size
     if not bs: return []
@@ -109,4 +110,3 @@ def _block_hashes(self:Request)->list:
         i = len(hs)
         hs.append(hash_block_tokens(hs[-1] if hs else None, toks[i*bs:(i+1)*bs]))
     return hs
-Request.block_hashes = property(_block_hashes)

@@ -6,10 +6,10 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/engine_scheduler.html.md"""
 
 # %% auto #0
 __all__ = ['NewRequestData', 'CachedRequestData', 'SchedulerOutput', 'KVConnectorOutput', 'ModelRunnerOutput', 'EngineCoreOutput',
-           'SpecDecodingStats', 'SchedulerAssertionError', 'Scheduler', 'schedule', 'finish_requests',
-           'update_from_output', 'toy_runner_output']
+           'SpecDecodingStats', 'SchedulerAssertionError', 'Scheduler', 'toy_runner_output']
 
 # %% ../../nbs/14_engine_scheduler.ipynb #574d1ada
+from fastcore.basics import patch
 from collections import deque
 from dataclasses import dataclass, field
 from ..config import VllmConfig
@@ -157,6 +157,7 @@ class Scheduler:
                                             self.num_prefill_lookahead)
 
 # %% ../../nbs/14_engine_scheduler.ipynb #a274fe93
+@patch
 def _preempt_request(self:Scheduler, request:Request):
     "Free everything and send the request back to the head of the waiting queue."
     self.kv_cache_manager.free(request)
@@ -166,6 +167,7 @@ def _preempt_request(self:Scheduler, request:Request):
     request.num_preemptions += 1
     self.waiting.appendleft(request)
 
+@patch
 def _update_waiting_for_remote_kv(self:Scheduler, request:Request)->bool:
     "True once the worker reported the load: cache the loaded full-attention blocks, recompute the last token if all came."
     if request.request_id not in self.finished_recving_kv_req_ids: return False
@@ -175,13 +177,13 @@ def _update_waiting_for_remote_kv(self:Scheduler, request:Request)->bool:
     if request.num_computed_tokens >= request.num_tokens: request.num_computed_tokens = request.num_tokens - 1
     return True
 
+@patch
 def _full_attention_groups(self:Scheduler)->set:
     from vllm_pd_spec.engine.kv_cache_manager import FullAttentionSpec
     return {i for i, g in enumerate(self.kv_cache_config.kv_cache_groups) if isinstance(g.kv_cache_spec, FullAttentionSpec)}
 
-for _f in (_preempt_request, _update_waiting_for_remote_kv, _full_attention_groups): setattr(Scheduler, _f.__name__, _f)
-
 # %% ../../nbs/14_engine_scheduler.ipynb #df0a5d22
+@patch
 def schedule(self:Scheduler)->SchedulerOutput:
     "Decide this step's work."
     token_budget = self.max_num_scheduled_tokens
@@ -275,6 +277,7 @@ def schedule(self:Scheduler)->SchedulerOutput:
 
     return self._make_output(scheduled_new, scheduled_running, preempted, num_scheduled_tokens, spec_tokens)
 
+@patch
 def _make_output(self:Scheduler, scheduled_new, scheduled_running, preempted, num_scheduled_tokens, spec_tokens):
     "Build the `SchedulerOutput`, then advance `num_computed_tokens` (upstream's `_update_after_schedule`)."
     kvm = self.kv_cache_manager
@@ -302,9 +305,8 @@ def _make_output(self:Scheduler, scheduled_new, scheduled_running, preempted, nu
     self.finished_req_ids = set()
     return out
 
-for _f in (schedule, _make_output): setattr(Scheduler, _f.__name__, _f)
-
 # %% ../../nbs/14_engine_scheduler.ipynb #66e7ccaf
+@patch
 def _update_request_with_output(self:Scheduler, request:Request, new_token_ids:list)->tuple:
     "Append tokens until a stop condition; `(tokens appended, stopped)`."
     out = []
@@ -316,6 +318,7 @@ def _update_request_with_output(self:Scheduler, request:Request, new_token_ids:l
         if request.is_finished(): return out, True
     return out, False
 
+@patch
 def _free_request(self:Scheduler, request:Request)->dict|None:
     "The connector decides whether the blocks wait for a transfer; returns its `kv_transfer_params`."
     assert request.is_finished()
@@ -326,11 +329,13 @@ def _free_request(self:Scheduler, request:Request)->dict|None:
     if not delay: self._free_blocks(request)
     return params
 
+@patch
 def _free_blocks(self:Scheduler, request:Request):
     self.kv_cache_manager.free(request)
     self._req_block_ids_seen.pop(request.request_id, None)
     del self.requests[request.request_id]
 
+@patch
 def finish_requests(self:Scheduler, request_ids, finished_status:RequestStatus=RequestStatus.FINISHED_ABORTED):
     "Finish (abort) requests wherever they are."
     if isinstance(request_ids, str): request_ids = [request_ids]
@@ -347,6 +352,7 @@ def finish_requests(self:Scheduler, request_ids, finished_status:RequestStatus=R
             if rid in self.finished_recving_kv_req_ids: self.finished_recving_kv_req_ids.discard(rid); self._free_blocks(request)
         else: self._free_request(request)
 
+@patch
 def _update_from_kv_xfer_finished(self:Scheduler, kco:KVConnectorOutput):
     "Loads done (D) make requests ready; failed loads are recomputed; sends done (P) free the held blocks."
     for rid in kco.failed_recving:  # upstream: `invalid_block_ids` with kv_load_failure_policy="recompute"
@@ -364,6 +370,7 @@ def _update_from_kv_xfer_finished(self:Scheduler, kco:KVConnectorOutput):
     for rid in kco.finished_sending:
         if rid in self.requests: self._free_blocks(self.requests[rid])
 
+@patch
 def update_from_output(self:Scheduler, scheduler_output:SchedulerOutput, model_runner_output:ModelRunnerOutput)->list:
     "Apply the runner's sampled and accepted tokens; returns an `EngineCoreOutput` per request with news."
     outputs, stopped_reqs = [], []
@@ -390,9 +397,6 @@ def update_from_output(self:Scheduler, scheduler_output:SchedulerOutput, model_r
     if stopped_reqs: self.running = [r for r in self.running if r not in stopped_reqs]
     if mro.kv_connector_output is not None: self._update_from_kv_xfer_finished(mro.kv_connector_output)
     return outputs
-
-for _f in (_update_request_with_output, _free_request, _free_blocks, finish_requests, _update_from_kv_xfer_finished,
-           update_from_output): setattr(Scheduler, _f.__name__, _f)
 
 # %% ../../nbs/14_engine_scheduler.ipynb #ed897177
 def toy_runner_output(scheduler:Scheduler, so:SchedulerOutput, token:int=7, accept:int|None=None,
