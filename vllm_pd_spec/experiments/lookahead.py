@@ -122,7 +122,8 @@ NOTES = ('Measured on the engine (real Scheduler and KVCacheManager, SlotChecker
          'rows cannot give (the KV entry is then built from a draft, not the prompt token), and inputs past the prompt. '
          "Modelled: no model or runner; the drafter's reads are simulated positions (multi-module MTP step s reads "
          "s+1 ahead), the runner is its row count (contract: max(1, L); legacy: 1), the stand-in runner accepts every "
-         "draft. The connector's backoff is fix 2's experiment. Control: no retention at all (extra_retained_tokens=0).")
+         "draft. The legacy runner form (one row) is notebook 01's; its pre-#55055 construction site was not found "
+         "upstream. The connector's backoff is fix 2's experiment. Control: no retention at all (extra_retained_tokens=0).")
 
 def run(device:str='cpu', # unused: no model runs here
         transport:str='local', # unused: no P/D transfer here
