@@ -32,6 +32,7 @@ EXPECTED = {  # contract -> verdict, per vLLM version
         '2. backoff: P-side truncation (twice, on vllm.v1.request.Request)': 'fixed',
         '3. ordering: #53514 prefix-hit replay (NixlPullConnectorScheduler)': 'fixed',
         '3. ordering: #53514 prefix-hit replay (NixlPushConnectorScheduler)': 'fixed',
+        '3. ordering: #53514 replay through Scheduler.schedule (NixlConnector)': 'fixed',
         '4. slots: VllmConfig.num_lookahead_tokens': 'fixed',
         '4. slots: Scheduler.schedule effective lookahead (waiting requests)': 'differs',
         '5. rows: V1 GPUModelRunner num_decode_draft_tokens': 'differs',
@@ -49,6 +50,7 @@ EXPECTED = {  # contract -> verdict, per vLLM version
         '2. backoff: P-side truncation (twice, on vllm.v1.request.Request)': 'legacy',
         '3. ordering: #53514 prefix-hit replay (NixlPullConnectorScheduler)': 'legacy',
         '3. ordering: #53514 prefix-hit replay (NixlPushConnectorScheduler)': 'legacy',
+        '3. ordering: #53514 replay through Scheduler.schedule (NixlConnector)': 'legacy',
         '4. slots: Scheduler.__init__ num_lookahead_tokens': 'fixed',
         '5. rows: V1 GPUModelRunner num_decode_draft_tokens': 'fixed',
         '6. guard: _combine_sampled_and_draft_tokens_kernel': 'fixed',
@@ -76,8 +78,9 @@ def test_every_finding_is_backed(findings):
 
 def test_ordering_replay_shows_the_crash(findings):
     v, _ = _expected()
-    f = findings['3. ordering: #53514 prefix-hit replay (NixlPullConnectorScheduler)']
-    assert ('assert num_new_tokens > 0 fails' in f.counterexample)
+    for c in ('3. ordering: #53514 prefix-hit replay (NixlPullConnectorScheduler)',
+              '3. ordering: #53514 replay through Scheduler.schedule (NixlConnector)'):
+        assert 'assert num_new_tokens > 0 fails' in findings[c].counterexample, c
 
 def test_matches_the_saved_audit(findings):
     v, _ = _expected()

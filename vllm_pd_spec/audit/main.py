@@ -34,7 +34,7 @@ def compare(old:list, new:list)->list:
 
 # %% ../../nbs/07_audit.ipynb #6bda4ced
 PROBES = (P.probe_prefill_lookahead_property, P.probe_lookahead_consumers, P.probe_reserve_prefill_lookahead,
-          P.probe_backoff, P.probe_ordering, P.probe_num_lookahead_tokens, P.probe_effective_lookahead,
+          P.probe_backoff, P.probe_ordering, P.probe_ordering_scheduler, P.probe_num_lookahead_tokens, P.probe_effective_lookahead,
           P.probe_rows, P.probe_kernel, P.probe_connectors)
 
 def vllm_version()->str|None:

@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/audit_probes.html.md"""
 
 # %% ../../nbs/07a_audit_probes.ipynb #04c77eed
 from __future__ import annotations
-import ast, contextlib, importlib, inspect, itertools, os, pkgutil, random, re, sys, textwrap, types
+import ast, contextlib, importlib, inspect, itertools, os, pkgutil, random, re, sys, textwrap, traceback, types
 from dataclasses import dataclass, asdict, field
 from types import SimpleNamespace as NS
 
@@ -17,7 +17,8 @@ __all__ = ['VERDICTS', 'NIXL_SCHEDULERS', 'P_SIDE_SCHEDULERS', 'D_COUNTS', 'TRUN
            'request_state', 'probe_prefill_lookahead_property', 'assigned_expr', 'eval_assigned', 'perturbed_config',
            'probe_lookahead_consumers', 'eval_consumer', 'probe_reserve_prefill_lookahead', 'backoff_cases',
            'show_backoff', 'connector_scheduler', 'p_side', 'our_p_side', 'probe_backoff', 'prefix_cache',
-           'replay_53514', 'probe_ordering', 'lift_writes', 'scheduler_num_lookahead', 'probe_num_lookahead_tokens',
+           'replay_53514', 'probe_ordering', 'real_scheduler_factory', 'replay_53514_scheduler',
+           'probe_ordering_scheduler', 'lift_writes', 'scheduler_num_lookahead', 'probe_num_lookahead_tokens',
            'eval_waiting_lookahead', 'probe_effective_lookahead', 'row_cases', 'show_row', 'v1_rows', 'mrv2_rows',
            'probe_rows', 'interpreted_kernel', 'fuzz_batch', 'run_combine', 'probe_kernel', 'truncating_modules',
            'connector_classes', 'probe_connectors']
@@ -450,6 +451,72 @@ def probe_ordering()->list:
     return out
 
 # %% ../../nbs/07a_audit_probes.ipynb #3d039815
+def real_scheduler_factory(block_size:int=16):
+    "A function making a fresh vLLM `Scheduler` with its NIXL connector (P side), or raising why it can't."
+    import tempfile, shutil, importlib.resources
+    torch = importlib.import_module('torch')
+    C = importlib.import_module('vllm.config')
+    I = importlib.import_module('vllm.v1.kv_cache_interface')
+    Scheduler = locate('vllm.v1.core.sched.scheduler:Scheduler')
+    SOM = locate('vllm.v1.structured_output:StructuredOutputManager')
+    os.environ['HF_HUB_OFFLINE'] = '1'
+    d = tempfile.mkdtemp(prefix='vllm-pd-spec-model-')
+    src = importlib.resources.files('vllm_pd_spec') / 'data' / 'audit_model_config.json'
+    importlib.import_module('pathlib').Path(d, 'config.json').write_text(src.read_text())
+    mc = C.ModelConfig(model=d, skip_tokenizer_init=True, dtype='float32', max_model_len=256)
+    def make():
+        vc = C.VllmConfig(model_config=mc, device_config=C.DeviceConfig(device='cpu'),
+                          cache_config=C.CacheConfig(block_size=block_size, enable_prefix_caching=True),
+                          scheduler_config=C.SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=8, max_model_len=256,
+                                                             is_encoder_decoder=False),
+                          kv_transfer_config=C.KVTransferConfig(kv_connector='NixlConnector', kv_role='kv_producer'))
+        vc.cache_config.num_gpu_blocks = 64
+        spec = I.FullAttentionSpec(block_size=block_size, num_kv_heads=2, head_size=16, dtype=torch.float32)
+        kc = I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=[I.KVCacheGroupSpec(
+            ['model.layers.0.self_attn.attn', 'model.layers.1.self_attn.attn'], spec)])
+        s = Scheduler(vc, kc, SOM(vc), block_size=block_size)
+        s.connector.connector_scheduler._has_mamba = True
+        return s
+    return make
+
+def replay_53514_scheduler(make, # from `real_scheduler_factory`
+                           N:int, h:int, block_size:int=16):
+    "Tokens vLLM's real `Scheduler.schedule()` gives the P-side request, or `ASSERT_FIRES`."
+    ku = importlib.import_module('vllm.v1.core.kv_cache_utils')
+    RS = locate('vllm.v1.request:RequestStatus')
+    hash_fn = locate('vllm.utils.hashing:sha256') or locate('vllm.utils:sha256')
+    ku.init_none_hash(hash_fn)
+    hasher = ku.get_request_block_hasher(block_size, hash_fn)
+    s = make()
+    earlier = vllm_request(h, block_hasher=hasher, rid='earlier')
+    earlier.kv_transfer_params = None  # a plain request that leaves its blocks in the prefix cache
+    s.add_request(earlier)
+    s.schedule()
+    s.finish_requests('earlier', RS.FINISHED_ABORTED)
+    s.add_request(vllm_request(N, block_hasher=hasher, rid='p'))
+    try: out = s.schedule()
+    except AssertionError as e:
+        line = traceback.extract_tb(e.__traceback__)[-1].line or ''
+        return ASSERT_FIRES if 'num_new_tokens > 0' in line else f'raises AssertionError: {line}'
+    return out.num_scheduled_tokens.get('p', 'not scheduled')
+
+def probe_ordering_scheduler()->list:
+    "Fix 3: replay #53514 through vLLM's real `Scheduler.schedule()` and NIXL connector."
+    from vllm_pd_spec.contracts import ordering as O
+    name = '3. ordering: #53514 replay through Scheduler.schedule (NixlConnector)'
+    sched = locate('vllm.v1.core.sched.scheduler:Scheduler')
+    if sched is None or locate('vllm.config:KVTransferConfig') is None:
+        return [missing(name, 'vllm/v1/core/sched/scheduler.py:Scheduler')]
+    try: make = real_scheduler_factory()
+    except Exception as e: return [Finding(name, where(sched), 'error', note=f'could not build a VllmConfig here: {type(e).__name__}: {e}'[:300])]
+    cases = [(N, h) for N in (2, 16, 17, 20, 32, 33, 40, 48, 49, 64, 65) for h in sorted({N, N - 1, N // 2})]
+    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)(O.schedule_num_new_tokens(c[0], 16, c[1], 1, fixed))
+    return [classify(name, where(getattr(sched, 'schedule')), cases, lambda c: replay_53514_scheduler(make, *c),
+                     ours(True), ours(False), show=lambda c: f'prompt {c[0]}, cached prefix {c[1]}, block 16',
+                     note='real VllmConfig (tiny Llama config.json shipped in the package), Scheduler, KVCacheManager and '
+                          'NixlConnector; only the connector\'s _has_mamba flag is set by the probe')]
+
+# %% ../../nbs/07a_audit_probes.ipynb #e912257c
 def lift_writes(fn, target:str)->list:
     "By source: the top-level statements of `fn` that assign `target` (an `if` around an assignment comes whole)."
     body = _fn_ast(fn).body[0].body
@@ -535,7 +602,7 @@ def probe_effective_lookahead()->list:
                      show=lambda c: f'{show_spec(c[0])}, load_kv_async={c[1]}, computed={c[2]}', how='by source',
                      note='; '.join(stmts + [f'num_lookahead_tokens={expr}']))]
 
-# %% ../../nbs/07a_audit_probes.ipynb #e912257c
+# %% ../../nbs/07a_audit_probes.ipynb #07012eb1
 def row_cases(p:int=10)->list:
     "(num_scheduled, num_draft, num_computed, num_prompt, new_on_decode_instance, padded_tail) one-row batches."
     out = []
@@ -649,7 +716,7 @@ def _safe_source(f)->str:
     try: return inspect.getsource(f)
     except (OSError, TypeError): return ''
 
-# %% ../../nbs/07a_audit_probes.ipynb #07012eb1
+# %% ../../nbs/07a_audit_probes.ipynb #00ed2fe7
 @contextlib.contextmanager
 def interpreted_kernel(ib):
     "Within the block, module `ib` holds its combine kernel jitted by the real Triton's interpreter."
@@ -718,7 +785,7 @@ def probe_kernel(n_batches:int=150)->list:
                          show=lambda s: f'fuzz_batch({s})',
                          note='vLLM kernel run with TRITON_INTERPRET=1 through its own wrapper; compared: input_ids, logits_indices')]
 
-# %% ../../nbs/07a_audit_probes.ipynb #567d1682
+# %% ../../nbs/07a_audit_probes.ipynb #b00c81c9
 CONNECTOR_ROOT = 'vllm.distributed.kv_transfer.kv_connector'
 TRUNCATION_RE = re.compile(r'def (_truncate\w*prefill\w*|_prefill_backoff)\(')
 
