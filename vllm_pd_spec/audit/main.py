@@ -25,14 +25,14 @@ def saved_audit(version:str='0.33.0' # a version in `saved_versions()`
     p = importlib.resources.files('vllm_pd_spec') / 'data' / f'audit_vllm_{version}.json'
     return json.loads(p.read_text())
 
-# %% ../../nbs/07_audit.ipynb #e18a229b
+# %% ../../nbs/07_audit.ipynb #6e2576bb
 def compare(old:list, new:list)->list:
     "`(contract, old verdict, new verdict)` for every contract or connector in either audit."
     o, n = ({f['contract']: f['verdict'] for f in a} for a in (old, new))
     names = list(dict.fromkeys([f['contract'] for f in old] + [f['contract'] for f in new]))
     return [(c, o.get(c, '-'), n.get(c, '-')) for c in names]
 
-# %% ../../nbs/07_audit.ipynb #6bda4ced
+# %% ../../nbs/07_audit.ipynb #2788d029
 PROBES = (P.probe_prefill_lookahead_property, P.probe_lookahead_consumers, P.probe_reserve_prefill_lookahead,
           P.probe_backoff, P.probe_ordering, P.probe_ordering_scheduler, P.probe_num_lookahead_tokens, P.probe_effective_lookahead,
           P.probe_rows, P.probe_kernel, P.probe_connectors)
@@ -61,7 +61,7 @@ def audit(probes=PROBES # the probe functions to run
                                  note=f'{type(e).__name__}: {str(e)[:200]}'))
     return out
 
-# %% ../../nbs/07_audit.ipynb #f4ccccfd
+# %% ../../nbs/07_audit.ipynb #3f0051c4
 def table(findings:list, # `Finding`s or their dicts
           width:int=110 # counterexample column is cut to fit
          )->str:
@@ -87,7 +87,7 @@ def markdown_table(findings:list)->str:
                    f"{esc(r.get('counterexample') or r.get('note'))} |")
     return '\n'.join(out)
 
-# %% ../../nbs/07_audit.ipynb #2788d029
+# %% ../../nbs/07_audit.ipynb #49437bbe
 INSTALL_HINT = """vLLM cannot be imported here: {err}
 Install a CPU-only vLLM into its own venv and run the audit there:
   make audit                      # creates .venv-vllm (CPU torch 2.13.0, vLLM's pure-Python requirements,

@@ -785,7 +785,7 @@ def probe_kernel(n_batches:int=150)->list:
                          show=lambda s: f'fuzz_batch({s})',
                          note='vLLM kernel run with TRITON_INTERPRET=1 through its own wrapper; compared: input_ids, logits_indices')]
 
-# %% ../../nbs/07a_audit_probes.ipynb #b00c81c9
+# %% ../../nbs/07a_audit_probes.ipynb #4a2e6f49
 CONNECTOR_ROOT = 'vllm.distributed.kv_transfer.kv_connector'
 TRUNCATION_RE = re.compile(r'def (_truncate\w*prefill\w*|_prefill_backoff)\(')
 
