@@ -265,7 +265,7 @@ class HybridLM(nn.Module):
         super().__init__()
         self.args = args
         self.embed = nn.Embedding(args.vocab_size, args.d_model)
-        self.layers = nn.ModuleList(Block(args, kind, f'target.{i}') for i, kind in enumerate(args.layer_kinds))
+        self.layers = nn.ModuleList(Block(args, kind, f'layers.{i}') for i, kind in enumerate(args.layer_kinds))
         self.norm, self.lm_head = RMSNorm(args.d_model), nn.Linear(args.d_model, args.vocab_size, bias=False)
 
     def attn_layers(self)->list: return [b.mixer.name for b in self.layers if b.kind != 'gdn']

@@ -1,0 +1,57 @@
+"""Runner and engines with the real model: standalone equals the one-request reference loop; with every fix on, P/D
+is lossless and has per-position acceptance parity (float64); each legacy consequence shows up (fix 5: accuracy with
+a 2-token MTP tail; fix 6: accuracy with a padded EAGLE tail; fix 2: acceptance never above standalone, lossless)."""
+import pytest, torch
+from vllm_pd_spec.config import Fixes
+from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, make_config
+from vllm_pd_spec.model.drafters import load_model, spec_decode
+from vllm_pd_spec.model.data import make_prompts, exact_match
+
+@pytest.fixture(scope='module')
+def m32(): return load_model()
+
+@pytest.fixture(scope='module')
+def examples(): return make_prompts(6, seed=303)
+
+def _acc(examples, outs): return sum(exact_match(e.answer, o) for e, o in zip(examples, outs)) / len(examples)
+
+@pytest.mark.parametrize('method', [None, 'mtp', 'eagle', 'dflash'])
+def test_standalone_matches_reference(m32, examples, method):
+    eng = LLMEngine(make_config(method, 3, model=m32), m32, max_num_batched_tokens=24)
+    outs = eng.generate([e.prompt for e in examples[:4]], 8)
+    assert outs == [spec_decode(m32, e.prompt, 8)[0] for e in examples[:4]]
+
+@pytest.mark.parametrize('method,k', [('mtp', 2), ('mtp', 4), ('eagle', 3), ('dflash', 3), (None, 1)])
+def test_pd_lossless_and_parity_float64(examples, method, k):
+    m = load_model(dtype=torch.float64)
+    prompts = [e.prompt for e in examples]
+    sa = LLMEngine(make_config(method, k, model=m), m, dtype=torch.float64)
+    pd = PDPair(method, k, model=m, dtype=torch.float64)
+    assert pd.generate(prompts, 8) == sa.generate(prompts, 8)
+    assert pd.spec_stats.num_accepted_tokens_per_pos == sa.spec_stats.num_accepted_tokens_per_pos
+
+def test_fix5_off_drops_accuracy(m32, examples):
+    prompts = [e.prompt for e in examples]
+    fixed, legacy = PDPair('mtp', 3, model=m32).generate(prompts, 8), PDPair('mtp', 3, Fixes().off(5), m32).generate(prompts, 8)
+    assert _acc(examples, fixed) == 1.0 and _acc(examples, legacy) < _acc(examples, fixed)
+
+def test_fix6_off_drops_accuracy(m32, examples):
+    prompts = [e.prompt for e in examples]
+    fixed, legacy = PDPair('eagle', 3, model=m32).generate(prompts, 8), PDPair('eagle', 3, Fixes().off(6), m32).generate(prompts, 8)
+    assert _acc(examples, fixed) == 1.0 and _acc(examples, legacy) < _acc(examples, fixed)
+
+def test_fix2_off_lossless_acceptance_not_above(m32, examples):
+    prompts = [e.prompt for e in examples]
+    sa = LLMEngine(make_config('mtp', 3, model=m32), m32); so = sa.generate(prompts, 8)
+    pd = PDPair('mtp', 3, Fixes().off(2), m32)
+    assert pd.generate(prompts, 8) == so
+    assert pd.spec_stats.mean_acceptance_length <= sa.spec_stats.mean_acceptance_length
+
+@pytest.mark.gpu
+def test_pd_lossless_cuda(examples):
+    m = load_model(device='cuda')
+    prompts = [e.prompt for e in examples[:4]]
+    sa = LLMEngine(make_config('mtp', 3, model=m), m, device='cuda')
+    pd = PDPair('mtp', 3, model=m, device='cuda')
+    assert pd.generate(prompts, 8) == sa.generate(prompts, 8)
+    assert pd.spec_stats.num_accepted_tokens_per_pos == sa.spec_stats.num_accepted_tokens_per_pos
