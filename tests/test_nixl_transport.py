@@ -72,3 +72,23 @@ def test_fault_is_survived_counted_and_leak_free(ref, fault, seen):
 def test_bench_reports_positive_rates():
     rows = nt.bench_nixl((1, 2), reps=1)
     assert [r[0] for r in rows] == [1, 2] and all(x > 0 for r in rows for x in r[1:])
+
+def _llm_ready():
+    try:
+        import vllm_pd_spec.engine.llm_engine  # noqa: F401  Engine II
+        return True
+    except Exception: return False
+
+@pytest.mark.skipif(not _llm_ready(), reason="Engine II's LLMEngine is not importable")
+def test_real_model_pd_over_nixl_is_lossless_with_parity_and_survives_corruption():
+    from vllm_pd_spec.model.data import make_prompts
+    task = {f'req-{i}': e.prompt for i, e in enumerate(make_prompts(4, seed=7))}
+    ref_out, ref_spec = nt.llm_standalone(task, max_tokens=6, method='mtp')
+    pd = nt.run_pd_nixl(task, max_tokens=6, build=nt.build_llm_engine, build_kw=dict(method='mtp'),
+                        p_kw=dict(faults={'req-1': 'corrupt'}), deadline_s=240)
+    rd = pd['reports']['decode']
+    assert pd['outputs'] == ref_out  # lossless, float64, with one load recomputed
+    assert rd['failures'] == [('req-1', 'checksum')] and rd['recomputed'] == 1 and rd['stats']['transfers'] == len(task) - 1
+    for r in pd['reports'].values(): assert r['free_blocks'] == r['num_blocks'] - 1 and not any(r['in_use'].values())
+    pd2 = nt.run_pd_nixl(task, max_tokens=6, build=nt.build_llm_engine, build_kw=dict(method='mtp'), deadline_s=240)
+    assert pd2['outputs'] == ref_out and pd2['reports']['decode']['spec'] == ref_spec  # lossless and parity

@@ -7,8 +7,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/nixl_transport.html.md"""
 # %% auto #0
 __all__ = ['FAULTS', 'TOY_MODEL', 'TOY_DRAFTER', 'nixl_status', 'block_descs', 'mem_type', 'NixlTransferRecord', 'NixlTransport',
            'send_blocks', 'get_notifs', 'read_blocks', 'verify', 'close', 'in_use', 'NixlConnectorWorker',
-           'recompute_failed_loads', 'ToyKVRunner', 'engine_step', 'run_standalone', 'engine_process', 'run_pd_nixl',
-           'fault_run', 'bench_process', 'bench_nixl']
+           'recompute_failed_loads', 'ToyKVRunner', 'build_toy_engine', 'pd_step', 'run_standalone', 'engine_process',
+           'run_pd_nixl', 'fault_run', 'build_llm_engine', 'llm_standalone', 'bench_process', 'bench_nixl']
 
 # %% ../../nbs/19_nixl_transport.ipynb #96a4f819
 import abc, os, pickle, time
@@ -57,7 +57,7 @@ class NixlTransport(KVTransport):
                  timeout_s:float=10.0, # D: give up a read (or a missing publication) after this long
                  lease_s:float=30.0, # P: free published blocks nobody claimed after this long
                  num_state_slots:int=8, # staging slots for per-request GDN states
-                 state_slot_bytes:int=1<<16, # bytes per staging slot
+                 state_slot_bytes:int=1<<20, # bytes per staging slot
                  faults:dict|None=None, # request id -> one of `FAULTS`, for fault injection
                 ):
         from nixl._api import nixl_agent, nixl_agent_config
@@ -128,7 +128,7 @@ def send_blocks(self:NixlTransport, engine_id:str, request_id:str, block_ids:tup
             raw = s.reshape(-1).view(torch.uint8)
             assert off + raw.numel() <= self.state_slot_bytes, 'state larger than a staging slot'
             buf[off:off + raw.numel()] = raw.to(buf.device)
-            layout.append((name, off, raw.numel(), str(s.dtype).split('.')[-1], tuple(s.shape))); off += raw.numel()
+            layout.append((name, off, raw.numel(), str(s.dtype).split('.')[-1], tuple(s.shape), s.is_cuda)); off += raw.numel()
         sdig = tuple(digest(torch.as_tensor(states[n])) for n in sorted(states))
     self.published[request_id] = dict(block_ids=block_ids, slot=slot, deadline=time.monotonic() + self.lease_s)
     if self.faults.get(request_id) == 'corrupt':  # after the checksum: the bytes on the wire differ
@@ -209,8 +209,9 @@ def _finish(self:NixlTransport, st:dict, pub:dict, request_id:str)->NixlTransfer
                 rec.dst_digests[(p, l)] = digest(t[l]); rec.num_blocks += 1; rec.nbytes += t[l].numel() * t.element_size()
     if st.get('slot') is not None:
         buf = self.staging[st['slot']]
-        for name, off, nb, dt, shape in pub['layout']:
-            rec.states[name] = buf[off:off + nb].clone().view(getattr(torch, dt)).reshape(shape)
+        for name, off, nb, dt, shape, on_gpu in pub['layout']:
+            x = buf[off:off + nb].clone().view(getattr(torch, dt)).reshape(shape)
+            rec.states[name] = x if on_gpu else x.cpu()  # host states stay on the host, as P had them
         rec.nbytes += self.state_slot_bytes
         self._free_slots.append(st['slot'])
         rec.state_digests = (pub['state_digests'], tuple(digest(rec.states[n]) for n in sorted(rec.states)))
@@ -345,40 +346,51 @@ class ToyKVRunner:
         kco = self.worker.get_finished() if self.worker is not None else None
         return ModelRunnerOutput(rids, {r: i for i, r in enumerate(rids)}, sampled, [[] for _ in rids], kco)
 
-def engine_step(scheduler:Scheduler, runner:ToyKVRunner)->list:
-    "schedule → execute → recompute failed loads → update; returns the step's `EngineCoreOutput`s."
+# %% ../../nbs/19_nixl_transport.ipynb #4d45c776
+def build_toy_engine(role:str, # 'prefill', 'decode' or 'standalone'
+                     transport:KVTransport|None, # this engine's transport (None: standalone)
+                     num_blocks:int=64, # KV blocks in the pool
+                     device:str='cpu', # where the caches live
+                    )->tuple:
+    "`(scheduler, execute, worker)` of a toy engine: Engine I's scheduler and `ToyKVRunner`."
+    s = Scheduler(VllmConfig(model=TOY_MODEL, role=role), num_blocks=num_blocks, drafter_layer_names=TOY_DRAFTER)
+    worker = NixlConnectorWorker(s.connector.engine_id, transport) if transport is not None else None
+    return s, ToyKVRunner(s, worker, device).execute, worker
+
+def pd_step(scheduler, execute, worker)->list:
+    "One engine step with the recompute policy between the runner and the scheduler's update."
     so = scheduler.schedule()
-    mro = runner.execute(so)
+    mro = execute(so)
     kco = mro.kv_connector_output
-    if kco is not None: runner.recomputed = getattr(runner, 'recomputed', 0) + recompute_failed_loads(scheduler, getattr(kco, 'failed_recving', ()))
+    if kco is not None and worker is not None:
+        worker.recomputed = getattr(worker, 'recomputed', 0) + recompute_failed_loads(scheduler, getattr(kco, 'failed_recving', ()))
     return scheduler.update_from_output(so, mro)
 
-# %% ../../nbs/19_nixl_transport.ipynb #875a3300
+# %% ../../nbs/19_nixl_transport.ipynb #d036a6cd
 def run_standalone(prompts:dict, # request id -> prompt token ids
                    max_tokens:int=4, # output tokens per request
                    num_blocks:int=64, # KV blocks in the pool
                   )->dict:
     "Output tokens per request from one engine that prefills and decodes."
-    s = Scheduler(VllmConfig(model=TOY_MODEL), num_blocks=num_blocks, drafter_layer_names=TOY_DRAFTER)
-    runner, outs = ToyKVRunner(s), {rid: [] for rid in prompts}
+    s, execute, _ = build_toy_engine('standalone', None, num_blocks)
+    outs = {rid: [] for rid in prompts}
     for rid, p in prompts.items(): s.add_request(Request(rid, p, max_tokens=max_tokens))
     while s.has_requests():
-        for o in engine_step(s, runner): outs[o.request_id] += o.new_token_ids
+        for o in s.update_from_output(so := s.schedule(), execute(so)): outs[o.request_id] += o.new_token_ids
     assert s.kv_cache_manager.get_num_free_blocks() == num_blocks - 1
     return outs
 
-# %% ../../nbs/19_nixl_transport.ipynb #ae70b089
+# %% ../../nbs/19_nixl_transport.ipynb #9810ddc8
 def engine_process(role:str, # 'prefill' or 'decode'
                    conn, # this engine's end of the proxy's pipe
-                   num_blocks:int=64, # KV blocks in the pool
+                   build=build_toy_engine, # module-level `build(role, transport, **build_kw) -> (scheduler, execute, worker)`
+                   build_kw:dict|None=None, # arguments for `build`
                    transport_kw:dict|None=None, # `NixlTransport` arguments (timeouts, faults)
-                   device:str='cpu', # where the caches live
                   ):
     "Run one engine with its own NIXL agent until the proxy says stop; report outputs and counters."
-    s = Scheduler(VllmConfig(model=TOY_MODEL, role=role), num_blocks=num_blocks, drafter_layer_names=TOY_DRAFTER)
-    tr = NixlTransport(s.connector.engine_id, **(transport_kw or {}))
-    worker = NixlConnectorWorker(s.connector.engine_id, tr)
-    runner = ToyKVRunner(s, worker, device)
+    engine_id = f'{role}-0'
+    tr = NixlTransport(engine_id, **(transport_kw or {}))
+    s, execute, worker = build(role, tr, **(build_kw or {}))
     conn.send(('md', tr.metadata())); tr.add_remote(conn.recv()[1])
     toks, stop = {}, False
     while not (stop and not s.has_requests()):
@@ -389,30 +401,33 @@ def engine_process(role:str, # 'prefill' or 'decode'
                 _, rid, prompt, mt, params = m
                 s.add_request(Request(rid, prompt, max_tokens=mt, kv_transfer_params=params)); toks[rid] = []
         if not s.has_requests(): tr._poll(); continue
-        for o in engine_step(s, runner):
+        for o in pd_step(s, execute, worker):
             toks[o.request_id] += o.new_token_ids
             if o.finish_reason is not None: conn.send(('out', o.request_id, toks.pop(o.request_id), o.kv_transfer_params))
-    conn.send(('report', dict(role=role, free_blocks=s.kv_cache_manager.get_num_free_blocks(), num_blocks=num_blocks,
-                              in_use=tr.in_use(), stats=dict(tr.stats), recomputed=getattr(runner, 'recomputed', 0),
-                              failures=worker.failures)))
+    spec = getattr(s, 'spec_decoding_stats', None)
+    conn.send(('report', dict(role=role, free_blocks=s.kv_cache_manager.get_num_free_blocks(), num_blocks=s.kv_cache_config.num_blocks,
+                              in_use=tr.in_use(), stats=dict(tr.stats), recomputed=getattr(worker, 'recomputed', 0),
+                              failures=worker.failures, spec=None if spec is None else dict(vars(spec)))))
     conn.close()
     os._exit(0)  # skip interpreter teardown: UCX may assert while tearing down a connection to a dead peer
 
-# %% ../../nbs/19_nixl_transport.ipynb #9810ddc8
+# %% ../../nbs/19_nixl_transport.ipynb #b6254309
 def run_pd_nixl(prompts:dict, # request id -> prompt token ids
                 max_tokens:int=4, # output tokens per request
-                num_blocks:int=64, # KV blocks per engine
                 p_kw:dict|None=None, # P's `NixlTransport` arguments
                 d_kw:dict|None=None, # D's `NixlTransport` arguments
-                devices:tuple=('cpu', 'cpu'), # P's and D's cache device
+                build=build_toy_engine, # module-level engine builder (see `engine_process`)
+                build_kw:dict|None=None, # its arguments, for both engines
+                devices:tuple|None=None, # P's and D's `device` build argument (e.g. ('cuda:0', 'cuda:1'))
                 deadline_s:float=120.0, # give up the whole run after this long
                )->dict:
     "Run a P/D pair in two spawned processes over NIXL; outputs per request and each side's report."
     import multiprocessing as mp
     ctx = mp.get_context('spawn')
     (pc, pc_child), (dc, dc_child) = ctx.Pipe(), ctx.Pipe()
-    P = ctx.Process(target=engine_process, args=('prefill', pc_child, num_blocks, p_kw, devices[0]), daemon=True)
-    D = ctx.Process(target=engine_process, args=('decode', dc_child, num_blocks, d_kw, devices[1]), daemon=True)
+    kw = [dict(build_kw or {}, **({} if devices is None else dict(device=d))) for d in (devices or (None, None))]
+    P = ctx.Process(target=engine_process, args=('prefill', pc_child, build, kw[0], p_kw), daemon=True)
+    D = ctx.Process(target=engine_process, args=('decode', dc_child, build, kw[1], d_kw), daemon=True)
     P.start(); D.start()
     pc_child.close(); dc_child.close()  # so that a dead engine reads as EOF here
     assert pc.poll(60) and dc.poll(60), 'an engine did not start'
@@ -443,7 +458,7 @@ def run_pd_nixl(prompts:dict, # request id -> prompt token ids
         if x.is_alive(): x.kill()
     return dict(outputs=outs, reports=reports, exitcodes=(P.exitcode, D.exitcode))
 
-# %% ../../nbs/19_nixl_transport.ipynb #df2bc79b
+# %% ../../nbs/19_nixl_transport.ipynb #dac336a9
 def fault_run(fault:str, # one of `FAULTS`
               prompts:dict, # request id -> prompt
               victim:str, # the request that gets the fault
@@ -460,7 +475,39 @@ def fault_run(fault:str, # one of `FAULTS`
     return dict(fault=fault, faults_seen=faults, recomputed=rd.get('recomputed'), lossless=res['outputs'] == ref,
                 p_exit=res['exitcodes'][0], d_leaks=leaks.get('decode'), p_leaks=leaks.get('prefill', 'exited'))
 
-# %% ../../nbs/19_nixl_transport.ipynb #29659e21
+# %% ../../nbs/19_nixl_transport.ipynb #d7d17dda
+def build_llm_engine(role:str, # 'prefill', 'decode' or 'standalone'
+                     transport:KVTransport|None, # this engine's transport
+                     method:str|None='mtp', # speculative method
+                     k:int=3, # drafts per step
+                     dtype:str='float64', # model and cache dtype
+                     device:str='cpu', # model and cache device
+                     num_blocks:int=256, # KV blocks per engine
+                     fixes=None, # a `Fixes` (default: all on)
+                    )->tuple:
+    "`(scheduler, execute, worker)` of Engine II's `LLMEngine` with the shipped model."
+    from vllm_pd_spec.config import Fixes
+    from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
+    from vllm_pd_spec.model.drafters import load_model
+    dt = getattr(torch, dtype)
+    model = load_model(dtype=dt, device=device)
+    eng = LLMEngine(make_config(method, k, role, fixes or Fixes(), model=model), model, num_blocks=num_blocks,
+                    transport=transport, device=device, dtype=dt)
+    w = eng.runner.worker
+    if w is not None:  # Engine II builds a `PDConnectorWorker`; give it the failure path
+        w.__class__ = NixlConnectorWorker; w._failed, w.failures = set(), []
+    return eng.scheduler, eng.runner.execute_model, w
+
+def llm_standalone(prompts:dict, max_tokens:int=8, **kw)->tuple:
+    "Standalone outputs per request and the spec-decoding counters, in this process."
+    s, execute, _ = build_llm_engine('standalone', None, **kw)
+    outs = {rid: [] for rid in prompts}
+    for rid, p in prompts.items(): s.add_request(Request(rid, p, max_tokens=max_tokens))
+    while s.has_requests():
+        for o in s.update_from_output(so := s.schedule(), execute(so)): outs[o.request_id] += o.new_token_ids
+    return outs, dict(vars(s.spec_decoding_stats))
+
+# %% ../../nbs/19_nixl_transport.ipynb #a5c357c2
 def bench_process(role:str, conn, max_mib:int, block_kib:int=64, device:str='cpu'):
     "P: expose a buffer and drive progress until told to stop. D: time READs of the sizes the proxy asks."
     from nixl._api import nixl_agent, nixl_agent_config
