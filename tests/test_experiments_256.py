@@ -1,0 +1,92 @@
+"Experiments of fixes 2, 5 and 6 on the real engine: quick runs hold the fixed invariant, show the legacy consequence, and go through `reproduce`."
+import importlib, json, shutil, subprocess, sys
+from pathlib import Path
+import pytest
+from vllm_pd_spec.experiments.reproduce import ExperimentResult
+
+MODULES = {2: 'vllm_pd_spec.experiments.backoff', 5: 'vllm_pd_spec.experiments.rows',
+           6: 'vllm_pd_spec.experiments.guard'}
+FIELDS = {'fix', 'name', 'metric', 'legacy', 'fixed', 'standalone', 'seed_figure', 'invariant_holds',
+          'legacy_consequence_seen', 'device', 'seconds'}
+
+class Bar:
+    def __init__(self, total): self.total, self.n = total, 0
+    def update(self, n=1): self.n += n
+
+@pytest.fixture(scope='module')
+def bars(): return {}
+
+@pytest.fixture(scope='module')
+def results(bars):
+    out = {}
+    for f, m in MODULES.items():
+        bars[f] = []
+        out[f] = importlib.import_module(m).run(quick=True, progress=lambda t, b=bars[f]: b.append(Bar(t)) or b[-1])
+    return out
+
+@pytest.mark.parametrize('fix', sorted(MODULES))
+def test_quick_run(results, fix):
+    r = results[fix]
+    assert isinstance(r, ExperimentResult) and r.fix == fix
+    assert r.invariant_holds, r.invariant
+    assert r.legacy_consequence_seen
+    assert r.rows and r.setup['quick'] and r.notes and r.seed_figure is not None
+
+@pytest.mark.parametrize('fix', sorted(MODULES))
+def test_progress_bar_is_driven(results, bars, fix):
+    assert len(bars[fix]) == 1 and bars[fix][0].n == bars[fix][0].total > 0
+
+@pytest.mark.parametrize('fix', sorted(MODULES))
+def test_json_fields(results, fix):
+    assert FIELDS <= set(json.loads(json.dumps(results[fix].to_json(), default=str)))
+
+def test_fix2_parity_lossless_and_legacy_drop(results):
+    "Fixed: P/D per-position acceptance == standalone and outputs equal; legacy: acceptance lower, outputs still equal."
+    r = results[2]
+    by = {(x['k'], x['mode']): x for x in r.rows}
+    assert {x['k'] for x in r.rows} == {2, 3, 4}
+    for k in (2, 3, 4):
+        sa, fx, lg = by[k, 'standalone'], by[k, 'P/D fixed'], by[k, 'P/D legacy']
+        assert fx['acceptance_per_pos'] == sa['acceptance_per_pos'] and fx['lossless']
+        assert lg['lossless'] and lg['requests_differing'] == 0
+    assert any(by[k, 'P/D legacy']['mean_acceptance_length'] < by[k, 'standalone']['mean_acceptance_length'] for k in (2, 3, 4))
+    assert r.legacy < r.standalone == r.fixed
+
+@pytest.mark.parametrize('fix', [5, 6])
+def test_fix56_outputs_differ_and_accuracy_falls(results, fix):
+    r = results[fix]
+    both_on = [x for x in r.rows if x['fixes'] == 'both on']
+    off = [x for x in r.rows if x['fixes'] == f'fix {fix} off']
+    assert {(x['k'], x['concurrency']) for x in both_on} == {(1, 1), (1, 4), (3, 1), (3, 4)}
+    assert all(x['exact_match_rate'] == 1.0 and x['pd_accuracy'] == x['standalone_accuracy'] for x in both_on)
+    assert any(x['differing'] > 0 for x in off) and r.legacy < r.fixed
+
+def test_fix5_and_6_share_one_sweep(results):
+    assert results[5].rows is results[6].rows
+
+def test_first_decode_step_mechanism():
+    "k=1: a placeholder-padded tail row (fix 6's case); k=3: a two-token tail row without drafts (fix 5's case)."
+    from vllm_pd_spec.experiments.rows import first_decode_step
+    from vllm_pd_spec.model.data import make_prompts
+    p = make_prompts(1, seed=0)[0].prompt
+    s1, s3 = first_decode_step(1, p), first_decode_step(3, p)
+    assert (s1['prompt_tokens_in_row'], s1['placeholders'], s3['prompt_tokens_in_row'], s3['placeholders']) == (1, 1, 2, 0)
+    assert s1['kernel_writes_legacy'] and not s1['kernel_writes_fixed'] and s1['gdn_spec_row_fixed'] == s1['gdn_spec_row_legacy']
+    assert s3['gdn_spec_row_legacy'] and not s3['gdn_spec_row_fixed'] and not s3['kernel_writes_legacy']
+
+def test_bad_device_and_transport():
+    from vllm_pd_spec.experiments import backoff, rows, guard
+    for m in (backoff, rows, guard):
+        with pytest.raises(ValueError): m.run(device='tpu', quick=True)
+        with pytest.raises(ValueError): m.run(transport='nixl', quick=True)
+
+SCRIPT = shutil.which('vllm-pd-spec', path=str(Path(sys.executable).parent)) or shutil.which('vllm-pd-spec')
+
+def test_reproduce_cli(tmp_path):
+    out = tmp_path/'r.json'
+    r = subprocess.run([SCRIPT, 'reproduce', '--fix', '2', '5', '6', '--quick', '--json', str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(out.read_text())
+    assert isinstance(d, list) and [x['fix'] for x in d] == [2, 5, 6]
+    assert all(FIELDS <= set(x) and x['invariant_holds'] and x['legacy_consequence_seen'] for x in d)
