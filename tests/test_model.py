@@ -84,3 +84,12 @@ def test_decode_row_longer_than_state_pool(model):
     cache = _cache(model, num_spec=1)
     pos, meta = make_meta([dict(block_table=[0, 1], num_computed=0, query_len=3, is_prefill=False)], 4)
     with pytest.raises(ValueError, match='GDN state entries'): model(torch.tensor([1, 2, 3]), pos, meta, cache)
+
+@pytest.mark.gpu
+@torch.no_grad()
+def test_cuda_forward_matches_float64(model):
+    mc = HybridLM().cuda().eval(); mc.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
+    s = torch.randint(0, 30, (9,), generator=torch.Generator().manual_seed(3))
+    c = ModelCache(mc.attn_layers(), mc.gdn_layers(), mc.args, num_blocks=32, block_size=4, device='cuda')
+    pos, meta = make_meta([dict(block_table=[5, 1, 9], num_computed=0, query_len=9)], 4, device='cuda')
+    assert torch.allclose(mc(s.cuda(), pos, meta, c).double().cpu(), _ref(model, s), atol=1e-4)

@@ -11,7 +11,7 @@ from vllm_pd_spec.model.data import make_prompts, exact_match
 def m32(): return load_model()
 
 @pytest.fixture(scope='module')
-def examples(): return make_prompts(6, seed=303)
+def examples(): return make_prompts(5, seed=303)
 
 def _acc(examples, outs): return sum(exact_match(e.answer, o) for e, o in zip(examples, outs)) / len(examples)
 

@@ -56,7 +56,8 @@ class ModelRunner:
                  max_reqs:int=32, # persistent request slots
                  worker:PDConnectorWorker|None=None, # P/D connector, worker side
                  device='cpu', dtype=torch.float32,
-                 slot_checker=None # an engine `SlotChecker`: every KV write is reported to it
+                 slot_checker=None, # an engine `SlotChecker`: every KV write is reported to it
+                 handoff:bool=True # fix 2's hidden-state hand-off (False: backoff alone, to measure what it leaves)
                 ):
         self.cfg, self.fixes, self.kv_cfg = vllm_config, vllm_config.fixes, kv_cache_config
         spec = vllm_config.speculative_config
@@ -77,7 +78,7 @@ class ModelRunner:
         self.slot_checker, self.worker = slot_checker, worker
         # fix 2's hand-off: P ships its last `max(1, num_prefill_lookahead_tokens)` target hidden states, D redrafts them
         self.handoff_window = (max(1, la.num_prefill_lookahead_tokens(spec))
-                               if spec is not None and self.fixes.prefill_backoff and self.method in ('mtp', 'eagle') else 0)
+                               if handoff and spec is not None and self.fixes.prefill_backoff and self.method in ('mtp', 'eagle') else 0)
         if worker is not None:
             names = self.model.target.attn_layers() + list(self.drafter_layers)
             worker.register_kv_caches({n: self.cache.kv[n] for n in names}, {n: kv_cache_config.group_of(n) for n in names},
