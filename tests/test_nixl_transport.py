@@ -92,3 +92,17 @@ def test_real_model_pd_over_nixl_is_lossless_with_parity_and_survives_corruption
     for r in pd['reports'].values(): assert r['free_blocks'] == r['num_blocks'] - 1 and not any(r['in_use'].values())
     pd2 = nt.run_pd_nixl(task, max_tokens=6, build=nt.build_llm_engine, build_kw=dict(method='mtp'), deadline_s=240)
     assert pd2['outputs'] == ref_out and pd2['reports']['decode']['spec'] == ref_spec  # lossless and parity
+
+@pytest.mark.skipif(not _llm_ready(), reason="Engine II's LLMEngine is not importable")
+def test_in_process_pdpair_over_nixlpair_equals_local_transport():
+    from vllm_pd_spec.engine.llm_engine import PDPair
+    from vllm_pd_spec.model.drafters import load_model
+    from vllm_pd_spec.model.data import make_prompts
+    m64 = load_model(dtype=torch.float64)
+    prompts = [e.prompt for e in make_prompts(3, seed=11)]
+    runs = {}
+    for name, tr in (('local', None), ('nixl', nt.NixlPair())):
+        pair = PDPair('dflash', model=m64, transport=tr, dtype=torch.float64)
+        runs[name] = (pair.generate(prompts, max_tokens=6), dict(vars(pair.spec_stats)))
+    assert runs['nixl'] == runs['local']  # same outputs and same acceptance counts
+    assert tr.stats['decode-0']['transfers'] == len(prompts) and not any(any(u.values()) for u in tr.in_use().values())

@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/nixl_transport.html.md"""
 
 # %% auto #0
 __all__ = ['FAULTS', 'TOY_MODEL', 'TOY_DRAFTER', 'nixl_status', 'block_descs', 'mem_type', 'NixlTransferRecord', 'NixlTransport',
-           'send_blocks', 'get_notifs', 'read_blocks', 'verify', 'close', 'in_use', 'NixlConnectorWorker',
+           'send_blocks', 'get_notifs', 'read_blocks', 'verify', 'close', 'in_use', 'NixlPair', 'NixlConnectorWorker',
            'recompute_failed_loads', 'ToyKVRunner', 'build_toy_engine', 'pd_step', 'run_standalone', 'engine_process',
            'run_pd_nixl', 'fault_run', 'build_llm_engine', 'llm_standalone', 'bench_process', 'bench_nixl']
 
@@ -229,10 +229,10 @@ def read_blocks(self:NixlTransport, engine_id, request_id, local_block_ids, remo
     if self.faults.get(request_id) == 'timeout': st['deadline'] = 0.0  # injected: the deadline has passed
     try:
         self._poll()
+        if time.monotonic() > st['deadline']: return self._fail(st, request_id, 'timeout')
         pub = self.pubs_in.get((remote_engine_id, remote_request_id))
         if 'handle' not in st:
-            if pub is None:
-                return self._fail(st, request_id, 'timeout') if time.monotonic() > st['deadline'] else None
+            if pub is None: return None
             self._post(st, pub, request_id)
         if st['state'] == 'PROC': st['state'] = self.agent.check_xfer_state(st['handle'])
         if st['state'] == 'DONE':
@@ -263,6 +263,32 @@ for _f in (_fail, _post, _finish, read_blocks, verify, close, in_use): setattr(N
 abc.update_abstractmethods(NixlTransport)  # the interface is complete now
 
 # %% ../../nbs/19_nixl_transport.ipynb #8d90cc70
+class NixlPair(KVTransport):
+    "One `KVTransport` over a `NixlTransport` per engine in this process (for in-process P/D pairs)."
+    def __init__(self, **kw): self.kw, self.t = kw, {}
+
+    def register_kv_caches(self, engine_id:str, kv_caches:dict, layer_groups:dict):
+        "Give the engine its own agent; introduce it to the engines already registered."
+        t = self.t[engine_id] = NixlTransport(engine_id, **self.kw)
+        t.register_kv_caches(engine_id, kv_caches, layer_groups)
+        for o in self.t.values():
+            if o is not t: o.add_remote(t.metadata()); t.add_remote(o.metadata())
+
+    def send_blocks(self, engine_id, request_id, block_ids, states=None): self.t[engine_id].send_blocks(engine_id, request_id, block_ids, states)
+    def get_notifs(self, engine_id:str)->set: return self.t[engine_id].get_notifs(engine_id)
+    def verify(self, record)->bool: return NixlTransport.verify(self, record)
+
+    def read_blocks(self, engine_id, request_id, local_block_ids, remote_engine_id, remote_request_id, remote_block_ids):
+        "Read through the engine's own agent; poll the others so that they progress (one thread drives all)."
+        for e, o in self.t.items():
+            if e != engine_id: o._poll()
+        return self.t[engine_id].read_blocks(engine_id, request_id, local_block_ids, remote_engine_id, remote_request_id, remote_block_ids)
+
+    @property
+    def stats(self)->dict: return {e: dict(t.stats) for e, t in self.t.items()}
+    def in_use(self)->dict: return {e: t.in_use() for e, t in self.t.items()}
+
+# %% ../../nbs/19_nixl_transport.ipynb #45dfddf9
 class NixlConnectorWorker(PDConnectorWorker):
     "`PDConnectorWorker` that reports failed reads instead of asserting."
     def __init__(self, engine_id:str, transport:KVTransport):
@@ -296,7 +322,7 @@ def recompute_failed_loads(scheduler, request_ids)->int:
         n += 1
     return n
 
-# %% ../../nbs/19_nixl_transport.ipynb #45dfddf9
+# %% ../../nbs/19_nixl_transport.ipynb #875a3300
 from ..config import LayerSpec, ModelConfig, VllmConfig, make_kv_transfer_params
 from .request import Request
 from .scheduler import Scheduler
@@ -346,7 +372,7 @@ class ToyKVRunner:
         kco = self.worker.get_finished() if self.worker is not None else None
         return ModelRunnerOutput(rids, {r: i for i, r in enumerate(rids)}, sampled, [[] for _ in rids], kco)
 
-# %% ../../nbs/19_nixl_transport.ipynb #4d45c776
+# %% ../../nbs/19_nixl_transport.ipynb #d036a6cd
 def build_toy_engine(role:str, # 'prefill', 'decode' or 'standalone'
                      transport:KVTransport|None, # this engine's transport (None: standalone)
                      num_blocks:int=64, # KV blocks in the pool
@@ -366,7 +392,7 @@ def pd_step(scheduler, execute, worker)->list:
         worker.recomputed = getattr(worker, 'recomputed', 0) + recompute_failed_loads(scheduler, getattr(kco, 'failed_recving', ()))
     return scheduler.update_from_output(so, mro)
 
-# %% ../../nbs/19_nixl_transport.ipynb #d036a6cd
+# %% ../../nbs/19_nixl_transport.ipynb #ae70b089
 def run_standalone(prompts:dict, # request id -> prompt token ids
                    max_tokens:int=4, # output tokens per request
                    num_blocks:int=64, # KV blocks in the pool
@@ -380,7 +406,7 @@ def run_standalone(prompts:dict, # request id -> prompt token ids
     assert s.kv_cache_manager.get_num_free_blocks() == num_blocks - 1
     return outs
 
-# %% ../../nbs/19_nixl_transport.ipynb #9810ddc8
+# %% ../../nbs/19_nixl_transport.ipynb #9edb936a
 def engine_process(role:str, # 'prefill' or 'decode'
                    conn, # this engine's end of the proxy's pipe
                    build=build_toy_engine, # module-level `build(role, transport, **build_kw) -> (scheduler, execute, worker)`
@@ -388,7 +414,8 @@ def engine_process(role:str, # 'prefill' or 'decode'
                    transport_kw:dict|None=None, # `NixlTransport` arguments (timeouts, faults)
                   ):
     "Run one engine with its own NIXL agent until the proxy says stop; report outputs and counters."
-    engine_id = f'{role}-0'
+    engine_id, dev = f'{role}-0', (build_kw or {}).get('device', 'cpu')
+    if 'cuda' in str(dev): torch.cuda.set_device(dev); torch.zeros(1, device=dev)  # a CUDA context before the agent
     tr = NixlTransport(engine_id, **(transport_kw or {}))
     s, execute, worker = build(role, tr, **(build_kw or {}))
     conn.send(('md', tr.metadata())); tr.add_remote(conn.recv()[1])
@@ -411,7 +438,7 @@ def engine_process(role:str, # 'prefill' or 'decode'
     conn.close()
     os._exit(0)  # skip interpreter teardown: UCX may assert while tearing down a connection to a dead peer
 
-# %% ../../nbs/19_nixl_transport.ipynb #b6254309
+# %% ../../nbs/19_nixl_transport.ipynb #d34399a7
 def run_pd_nixl(prompts:dict, # request id -> prompt token ids
                 max_tokens:int=4, # output tokens per request
                 p_kw:dict|None=None, # P's `NixlTransport` arguments
@@ -458,7 +485,7 @@ def run_pd_nixl(prompts:dict, # request id -> prompt token ids
         if x.is_alive(): x.kill()
     return dict(outputs=outs, reports=reports, exitcodes=(P.exitcode, D.exitcode))
 
-# %% ../../nbs/19_nixl_transport.ipynb #dac336a9
+# %% ../../nbs/19_nixl_transport.ipynb #29659e21
 def fault_run(fault:str, # one of `FAULTS`
               prompts:dict, # request id -> prompt
               victim:str, # the request that gets the fault
@@ -475,7 +502,7 @@ def fault_run(fault:str, # one of `FAULTS`
     return dict(fault=fault, faults_seen=faults, recomputed=rd.get('recomputed'), lossless=res['outputs'] == ref,
                 p_exit=res['exitcodes'][0], d_leaks=leaks.get('decode'), p_leaks=leaks.get('prefill', 'exited'))
 
-# %% ../../nbs/19_nixl_transport.ipynb #d7d17dda
+# %% ../../nbs/19_nixl_transport.ipynb #bed019f1
 def build_llm_engine(role:str, # 'prefill', 'decode' or 'standalone'
                      transport:KVTransport|None, # this engine's transport
                      method:str|None='mtp', # speculative method
@@ -507,13 +534,13 @@ def llm_standalone(prompts:dict, max_tokens:int=8, **kw)->tuple:
         for o in s.update_from_output(so := s.schedule(), execute(so)): outs[o.request_id] += o.new_token_ids
     return outs, dict(vars(s.spec_decoding_stats))
 
-# %% ../../nbs/19_nixl_transport.ipynb #a5c357c2
+# %% ../../nbs/19_nixl_transport.ipynb #18fe11f2
 def bench_process(role:str, conn, max_mib:int, block_kib:int=64, device:str='cpu'):
     "P: expose a buffer and drive progress until told to stop. D: time READs of the sizes the proxy asks."
     from nixl._api import nixl_agent, nixl_agent_config
-    ag = nixl_agent(f'bench-{role}', nixl_agent_config(enable_prog_thread=False, backends=['UCX']))
     nb, bb = max_mib * 1024 // block_kib, block_kib * 1024
-    buf = torch.full((nb, bb), 7 if role == 'prefill' else 0, dtype=torch.uint8, device=device)
+    buf = torch.full((nb, bb), 7 if role == 'prefill' else 0, dtype=torch.uint8, device=device)  # (a CUDA context first)
+    ag = nixl_agent(f'bench-{role}', nixl_agent_config(enable_prog_thread=False, backends=['UCX']))
     reg = ag.register_memory(buf)
     descs = ag.get_xfer_descs(block_descs(buf), mem_type(buf))
     conn.send((ag.get_agent_metadata(), ag.get_serialized_descs(descs)))
@@ -523,6 +550,10 @@ def bench_process(role:str, conn, max_mib:int, block_kib:int=64, device:str='cpu
         while not conn.poll(0): ag.get_new_notifs()  # serve D's reads
         conn.recv(); conn.send('bye'); os._exit(0)
     local, remote = ag.prep_xfer_dlist('NIXL_INIT_AGENT', descs), ag.prep_xfer_dlist(peer, ag.deserialize_descs(sd))
+    h = ag.make_prepped_xfer('READ', local, [0], remote, [0], b'')  # warm-up: the first READ opens the connection
+    st = ag.transfer(h)
+    while st == 'PROC': st = ag.check_xfer_state(h)
+    ag.release_xfer_handle(h)
     torch.set_num_threads(1)  # one core each: P's loop spins on the other
     src = torch.ones_like(buf); buf.copy_(src)  # touch every page once
     sync = torch.cuda.synchronize if buf.is_cuda else (lambda: None)
