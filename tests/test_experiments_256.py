@@ -49,6 +49,7 @@ def test_fix2_parity_lossless_and_legacy_drop(results):
         sa, fx, lg = by[k, 'standalone'], by[k, 'P/D fixed'], by[k, 'P/D legacy']
         assert fx['acceptance_per_pos'] == sa['acceptance_per_pos'] and fx['lossless']
         assert lg['lossless'] and lg['requests_differing'] == 0
+        assert by[k, 'P/D backoff, no hand-off']['lossless']  # the control: backoff without the engine's hand-off
     assert any(by[k, 'P/D legacy']['mean_acceptance_length'] < by[k, 'standalone']['mean_acceptance_length'] for k in (2, 3, 4))
     assert r.legacy < r.standalone == r.fixed
 

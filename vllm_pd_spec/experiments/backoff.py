@@ -78,10 +78,11 @@ def serve(mode:str, # 'standalone' or 'pd'
           device:str='cpu', # where the engine runs
           max_num_seqs:int=8, # requests in flight per engine (concurrency)
           method:str='mtp', # the drafter
+          **engine_kw, # more `LLMEngine` arguments (e.g. `handoff=False`)
          )->dict:
     "Serve `prompts` once; outputs, the decode side's `SpecDecodingStats` and a `StepLog`."
     model = model if model is not None else load_model(torch.float64)
-    kw = dict(device=device, dtype=next(model.parameters()).dtype, max_num_seqs=max_num_seqs)
+    kw = dict(device=device, dtype=next(model.parameters()).dtype, max_num_seqs=max_num_seqs) | engine_kw
     if mode == 'standalone':
         eng = LLMEngine(make_config(method, k, fixes=fixes, model=model), model, **kw); dec = eng
     elif mode == 'pd':
@@ -131,22 +132,22 @@ def _row(k, mode, run, standalone_outputs, answers, r, prompts)->dict:
 
 KS, NUM_PROMPTS, MAX_TOKENS, SEED, MAX_NUM_SEQS = (2, 3, 4), 32, 16, 0, 8
 QUICK = dict(num_prompts=8)
-MODES = {'standalone': ('standalone', Fixes()), 'P/D legacy': ('pd', Fixes().off('prefill_backoff')),
-         'P/D fixed': ('pd', Fixes())}
+MODES = {'standalone': ('standalone', Fixes(), {}), 'P/D legacy': ('pd', Fixes().off('prefill_backoff'), {}),
+         'P/D fixed': ('pd', Fixes(), {}), 'P/D backoff, no hand-off': ('pd', Fixes(), dict(handoff=False))}
 
 def backoff_rows(ks=KS, num_prompts:int=NUM_PROMPTS, max_tokens:int=MAX_TOKENS, seed:int=SEED,
                  device:str='cpu', max_num_seqs:int=MAX_NUM_SEQS,
                  bar=None, # a progress bar (`.update()` per engine run), or None
                 )->list:
-    "One row per `k` and way of serving (standalone, P/D legacy, P/D fixed)."
+    "One row per `k` and way of serving (`MODES`)."
     ex = make_prompts(num_prompts, seed=seed, answer_len=max_tokens)
     prompts, answers = [e.prompt for e in ex], [e.answer for e in ex]
     model = load_model(torch.float64)
     r, rows = draft_cost_ratio(model), []
     for k in ks:
         runs = {}
-        for name, (mode, fixes) in MODES.items():
-            runs[name] = serve(mode, k, prompts, max_tokens, fixes, model, device, max_num_seqs)
+        for name, (mode, fixes, kw) in MODES.items():
+            runs[name] = serve(mode, k, prompts, max_tokens, fixes, model, device, max_num_seqs, **kw)
             if bar is not None: bar.update()
         rows += [_row(k, name, run, runs['standalone']['outputs'], answers, r, prompts) for name, run in runs.items()]
     return rows
@@ -159,7 +160,8 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, the shipped tiny GDN+atten
          "greedy, fixed prompts of the synthetic Fibonacci task): the decode side's mean acceptance length "
          "(1 + accepted/drafts, vLLM's SpecDecodingStats), per-position acceptance, tokens per step after the first "
          "token, outputs vs standalone request by request, task accuracy; MTP k = 2, 3, 4; standalone, P/D with the "
-         "legacy backoff (Fixes().off(2)), P/D fixed. Headline figures: k = 3. Modelled, not measured: TPOT = "
+         "legacy backoff (Fixes().off(2)), P/D fixed (backoff + the engine's hidden-state hand-off, its reading of upstream's "
+         "hand-off record), and a control: P/D backoff without the hand-off. Headline figures: k = 3. Modelled, not measured: TPOT = "
          "(1 + k*r) / tokens per step in units of one target forward, r = weights of one MTP step / target weights "
          "(memory-bound decode); no GPU timing.")
 
@@ -174,7 +176,8 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
     n = QUICK['num_prompts'] if quick else NUM_PROMPTS
     setup = dict(ks=KS, prompts=n, max_tokens=MAX_TOKENS, prompt_seed=SEED, max_num_seqs=MAX_NUM_SEQS, dtype='float64',
                  model='shipped tiny hybrid (gdn, attn, gdn, attn) + 4 MTP modules', method='mtp', greedy=True,
-                 legacy='Fixes().off(2)', fixed='Fixes()', headline_k=HEADLINE_K, torch_threads=1, quick=quick)
+                 legacy='Fixes().off(2)', fixed='Fixes() (backoff + hand-off)',
+                 control='Fixes(), LLMEngine(handoff=False)', headline_k=HEADLINE_K, torch_threads=1, quick=quick)
     print('fix 2 setup:', setup)
     bar = progress(len(KS) * len(MODES)) if progress is not None else None
     with torch_threads(1): rows = backoff_rows(KS, n, MAX_TOKENS, SEED, device, MAX_NUM_SEQS, bar=bar)
