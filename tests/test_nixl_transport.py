@@ -106,3 +106,14 @@ def test_in_process_pdpair_over_nixlpair_equals_local_transport():
         runs[name] = (pair.generate(prompts, max_tokens=6), dict(vars(pair.spec_stats)))
     assert runs['nixl'] == runs['local']  # same outputs and same acceptance counts
     assert tr.stats['decode-0']['transfers'] == len(prompts) and not any(any(u.values()) for u in tr.in_use().values())
+
+def test_d_giving_up_before_p_publishes_still_frees_p_blocks():
+    P, D, _, _ = _pair()
+    D.faults['r'] = 'timeout'
+    rec = D.read_blocks('d-t', 'r', ([3, 0], [3, 4]), 'p-t', 'r', ([1, 2], [1, 2]))
+    assert rec.error == 'timeout'
+    import time; t = time.monotonic()
+    while not P._claimed and time.monotonic() - t < 5: P.get_notifs('p-t'); D._poll()  # D's agent must progress to send
+    P.send_blocks('p-t', 'r', ([1, 2], [1, 2]))  # published after D gave up: released at once, no lease wait
+    assert P.get_notifs('p-t') == {'r'} and not any(P.in_use().values())
+    P.close(); D.close()

@@ -68,7 +68,7 @@ class NixlTransport(KVTransport):
         self.stats = Counter()
         self.tensors, self.groups, self.peers = {}, {}, {}
         self.published, self.reads, self.pubs_in, self.notifs_out = {}, {}, {}, set()
-        self._free_slots, self._reg = list(range(num_state_slots)), None
+        self._free_slots, self._reg, self._claimed = list(range(num_state_slots)), None, set()
 
     def register_kv_caches(self, engine_id:str, kv_caches:dict, layer_groups:dict):
         "Register every cache tensor (K and V of every attention and drafter layer) and the state staging area."
@@ -135,6 +135,8 @@ def send_blocks(self:NixlTransport, engine_id:str, request_id:str, block_ids:tup
         p, b = next(iter(digests)); self.tensors[p][1][b].view(-1)[0] += 1; self.stats['injected_corrupt'] += 1
     _send(self, b'pub' + pickle.dumps(dict(request_id=request_id, engine_id=self.engine_id, digests=digests,
                                            slot=slot, layout=layout, state_digests=sdig)))
+    self._poll()
+    if request_id in self._claimed: self._claimed.discard(request_id); self._release(request_id); self.notifs_out.add(request_id)
     if self.faults.get(request_id) == 'exit':  # P dies with D's read still ahead
         self.stats['injected_exit'] += 1; os._exit(17)
 
@@ -146,7 +148,9 @@ def _poll(self:NixlTransport):
                 d = pickle.loads(m[3:]); self.pubs_in[(d['engine_id'], d['request_id'])] = d
             elif m.startswith(b'done') or m.startswith(b'fail'):
                 rid = m[4:].decode()
-                if rid in self.published: self._release(rid); self.notifs_out.add(rid); self.stats[f'p_{m[:4].decode()}'] += 1
+                self.stats[f'p_{m[:4].decode()}'] += 1
+                if rid in self.published: self._release(rid); self.notifs_out.add(rid)
+                else: self._claimed.add(rid)  # D gave up before P published: free on publication
 
 def _release(self:NixlTransport, request_id:str):
     "P: forget a publication, free its staging slot."
