@@ -6,6 +6,7 @@ from vllm_pd_spec.config import Fixes
 from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, make_config
 from vllm_pd_spec.model.drafters import load_model, spec_decode
 from vllm_pd_spec.model.data import make_prompts, exact_match
+from vllm_pd_spec.engine.request import Request
 
 @pytest.fixture(scope='module')
 def m32(): return load_model()
@@ -55,3 +56,28 @@ def test_pd_lossless_cuda(examples):
     pd = PDPair('mtp', 3, model=m, device='cuda')
     assert pd.generate(prompts, 8) == sa.generate(prompts, 8)
     assert pd.spec_stats.num_accepted_tokens_per_pos == sa.spec_stats.num_accepted_tokens_per_pos
+
+@pytest.mark.parametrize('method', [None, 'mtp'])
+def test_preemption_and_prefix_hits_lossless(m32, method):
+    "Few KV blocks force preemption; a resumed request's local prefix hit restores the GDN state kept per block."
+    ex = make_prompts(8, seed=8)
+    eng = LLMEngine(make_config(method, 3, model=m32), m32, num_blocks=10, max_num_batched_tokens=32)
+    preempted, schedule = [], eng.scheduler.schedule
+    def spy():
+        so = schedule(); preempted.extend(so.preempted_req_ids); return so
+    eng.scheduler.schedule = spy
+    assert eng.generate([e.prompt for e in ex], 12) == [spec_decode(m32, e.prompt, 12)[0] for e in ex]
+    assert preempted
+
+def test_shared_prefix_lossless(m32, examples):
+    "Requests sharing a 32-token prefix hit each other's cached blocks (KV and GDN state)."
+    base = examples[0].prompt[:1] + [10 + i % 16 for i in range(31)]
+    prompts = [base + e.prompt[1:] for e in examples[:3]]
+    eng = LLMEngine(make_config('eagle', 3, model=m32), m32)
+    got = []
+    for i, p in enumerate(prompts):  # one after another, so later ones hit the earlier ones' blocks
+        eng.add_request(Request(f's{i}', p, max_tokens=8))
+        while eng.has_work(): eng.step()
+        got.append(eng.outputs[f's{i}'])
+    assert got == [spec_decode(m32, p, 8)[0] for p in prompts]
+    assert eng.scheduler.requests == {} and max(eng.finished[f's{i}'].num_cached_tokens for i in range(1, 3)) >= 32

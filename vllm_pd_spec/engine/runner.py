@@ -69,6 +69,9 @@ class ModelRunner:
         self.device, self.bs = device, kv_cache_config.block_size
         self.cache = self.model.make_cache(kv_cache_config.num_blocks, self.bs, max_reqs, self.k)
         self.attn_group = kv_cache_config.group_of(self.model.target.attn_layers()[0])
+        gdn = self.model.target.gdn_layers()
+        self.gdn_group = kv_cache_config.group_of(gdn[0]) if gdn else None
+        self.state_store = {}  # GDN-group block id -> GDN states after that block (prefix caching, 'align' mode)
         self.drafter_layers = drafter_layer_names(self.model, self.method)
         self.requests, self.free_slots = {}, list(range(max_reqs))
         self.last_sampled = torch.zeros(max_reqs, dtype=torch.long)
@@ -112,6 +115,8 @@ def _update_states(self:ModelRunner, so:SchedulerOutput):
         self.draft_tokens[slot] = -1
         for s in self.cache.state.values(): s[slot].zero_()
         states = dict(self.worker.take_states(d.req_id) or {}) if self.worker is not None else {}
+        if not states and r.num_computed > 0 and self.gdn_group is not None:  # a local prefix-cache hit: the block's state
+            states = dict(self.state_store.get(r.block_ids[self.gdn_group][r.num_computed // self.bs - 1], {}))
         hid, start = states.pop('handoff.hidden', None), states.pop('handoff.start', None)
         if states: self.cache.write_state(slot, states)
         if hid is not None and self.handoff_window:  # fix 2: redraft the shipped tail from P's hidden states
@@ -216,11 +221,23 @@ def execute_model(self:ModelRunner, so:SchedulerOutput)->ModelRunnerOutput:
         r.drafts = self._propose(r, c, n - rejected, rejected, emit=bool(sampled)) if self.method else []
         spec_all.append(list(r.drafts))
         for q in [q for q in r.hidden if q < r.num_computed - self.k - 2]: del r.hidden[q]
+    self._save_boundary_states()
     if self.worker is not None: kco = self.worker.get_finished()
     return ModelRunnerOutput(list(x.req_ids), {rid: i for i, rid in enumerate(x.req_ids)}, sampled_all,
                              spec_all if self.method else None, kco)
 
+def _save_boundary_states(self:ModelRunner):
+    "Keep GDN states at block boundaries the request verified, keyed by the GDN group's block (for prefix hits)."
+    by_slot = {r.slot: r for r in self.requests.values()}
+    for (layer, slot, n), h in self.cache.boundary_states.items():
+        r = by_slot.get(slot)
+        if r is None or n > r.num_computed or self.gdn_group is None: continue
+        ids = r.block_ids[self.gdn_group]
+        if n // self.bs - 1 < len(ids) and ids[n // self.bs - 1]: self.state_store.setdefault(ids[n // self.bs - 1], {})[layer] = h
+    self.cache.boundary_states.clear()
+
 ModelRunner.execute_model = execute_model
+ModelRunner._save_boundary_states = _save_boundary_states
 
 # %% ../../nbs/25_runner.ipynb #24f92457
 def _meta_for(self:ModelRunner, r, positions:list, causal:bool=True, seq_len:int|None=None)->tuple:

@@ -72,6 +72,7 @@ class ModelCache:
         z = lambda *s: torch.zeros(*s, dtype=dtype, device=device)
         self.kv = {n: (z(num_blocks, block_size, H, D), z(num_blocks, block_size, H, D)) for n in attn_layers}
         self.state = {n: z(max_reqs, num_spec + 1, H, D, D) for n in gdn_layers}
+        self.boundary_states = {}  # (layer, state slot, tokens folded) -> state at a KV-block boundary (prefix caching)
 
     def read_blocks(self, block_ids:list, layers=None)->dict:
         "Copies of the KV in `block_ids`, per layer (what P ships)."
@@ -235,12 +236,21 @@ class GDN(nn.Module):
             if a == b: continue
             rows = (q[a:b], k[a:b], v[a:b], g[a:b], beta[a:b])
             if pre[r]:  # chunk_gated_delta_rule: from the stored state, or zeros for a fresh request
-                h0 = pool[s, 0] if seq_lens[r] - (b - a) > 0 else torch.zeros_like(pool[s, 0])
-                o[a:b], pool[s, 0] = _run_gdn(*rows, h0, all_states=False)
+                c0 = seq_lens[r] - (b - a)
+                h = pool[s, 0] if c0 > 0 else torch.zeros_like(pool[s, 0])
+                bs = cache.block_size  # fold block by block, keeping the state at each block boundary (mamba 'align' mode)
+                cuts = sorted({a, b} | {a + e - c0 for e in range((c0 // bs + 1) * bs, c0 + b - a, bs)})
+                for u, w in zip(cuts[:-1], cuts[1:]):
+                    o[u:w], h = _run_gdn(*(t[u - a:w - a] for t in rows), h, all_states=False)
+                    if (c0 + w - a) % bs == 0: cache.boundary_states[(self.name, s, c0 + w - a)] = h.clone()
+                pool[s, 0] = h
             else:       # fused_recurrent, IS_SPEC_DECODING: from entry num_accepted-1, a state per token
                 if b - a > pool.shape[1]: raise ValueError(f'decode row of {b - a} tokens needs {b - a} GDN state entries, the pool has {pool.shape[1]}')
                 o[a:b], hs = _run_gdn(*rows, pool[s, acc[r] - 1].clone(), all_states=True)
                 pool[s, :b - a] = hs
+                c0 = seq_lens[r] - (b - a)
+                for j in range(b - a):
+                    if (c0 + j + 1) % cache.block_size == 0: cache.boundary_states[(self.name, s, c0 + j + 1)] = hs[j].clone()
         return self.out(o, x)
 
 # %% ../../nbs/22_model.ipynb #5e93bbbf
