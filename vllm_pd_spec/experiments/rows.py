@@ -47,7 +47,7 @@ def first_decode_step(k:int, # MTP drafts per step
                 kernel_writes_fixed=guard_contract.writes_last_sampled(seq_len, num_logits, s['prefill_len']),
                 kernel_writes_legacy=guard_contract.legacy_writes_last_sampled(seq_len, num_logits, s['prefill_len']))
 
-# %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #2a56e201
+# %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #d3a3db70
 KS, CONCURRENCY, NUM_PROMPTS, MAX_TOKENS, SEED = (1, 3), (1, 4), 32, 8, 0
 QUICK = dict(num_prompts=8)
 FIX_SETTINGS = {'both on': Fixes(), 'fix 5 off': Fixes().off('gdn_decode_detection'),
@@ -77,7 +77,7 @@ def accuracy_rows(ks=KS, concurrency=CONCURRENCY, num_prompts:int=NUM_PROMPTS, m
                                  differing_ids=[i for i, s in enumerate(same) if not s]))
     return rows
 
-# %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #cc16de67
+# %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #71b637e4
 _SWEEPS = {}
 
 def sweep_setup(quick:bool=False)->dict:
@@ -101,7 +101,7 @@ def shared_sweep(quick:bool=False, # fewer prompts
     with torch_threads(1): _SWEEPS[key] = accuracy_rows(KS, CONCURRENCY, setup['prompts'], MAX_TOKENS, SEED, device, bar=bar)
     return _SWEEPS[key], setup, True
 
-# %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #e8128cfd
+# %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #e3d0314e
 SEED_FIGURE = '0.32 -> 0.15-0.19'  # PR #47466: GSM8K, standalone ~0.32; P/D before the fix 0.154 (Mooncake), 0.186 (NIXL)
 
 def _pooled(rows, key, fixes)->float:
@@ -127,7 +127,7 @@ def fix_result(fix:int, # 5 or 6
                                 and _pooled(rows, 'pd_accuracy', off) < _pooled(rows, 'pd_accuracy', 'both on'),
         device=device, setup=setup | dict(legacy=f'Fixes().off({fix})', fixed='Fixes()'), rows=rows, notes=notes)
 
-# %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #e3d0314e
+# %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #5460b46a
 NOTES = ("Measured on the engine (LLMEngine / PDPair, shipped tiny GDN+attention model with MTP, float64, greedy, fixed "
          "prompts of the synthetic Fibonacci task, answer = next 8 terms): task accuracy of P/D and standalone, and the "
          "exact-match rate of P/D vs standalone outputs, MTP k in {1, 3} x concurrency {1, 4} x fix settings (both on, "
@@ -147,7 +147,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
     if not here: print('fix 5: the sweep shared with fix 6 was already computed in this process')
     return fix_result(5, rows, setup, device, NOTES)
 
-# %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #5343d6bd
+# %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #2f8f2f8c
 def plot(res:ExperimentResult # what `run` (this module's or fix 6's) returned
         ):
     "P/D task accuracy and exact-match rate vs standalone per k and concurrency, for each fix setting."
