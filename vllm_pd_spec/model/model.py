@@ -225,7 +225,7 @@ class GDN(nn.Module):
         return self.out(o, x)
 
     def paged(self, x, positions, meta:ForwardMeta, cache:ModelCache):
-        "x [T, d]: prefill rows run from entry 0 (or zeros) and store the final state; decode rows run from entry `num_accepted-1` and store one state per token."
+        "x [T, d]: prefill rows run from entry 0 (or zeros) and store the final state; decode rows run from entry `num_accepted-1` and store one state per token. States at KV-block boundaries go to `cache.boundary_states` (prefix caching)."
         q, k, v, g, beta = self.inputs(x)
         pool, o = cache.state[self.name], torch.empty_like(v)
         qsl, seq_lens = meta.query_start_loc.tolist(), meta.seq_lens.tolist()
