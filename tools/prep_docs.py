@@ -48,6 +48,13 @@ def prep_cell(cell):
                 metadata={'tags': tags} if tags else {})
     return ([cell] if body.strip() or cell['outputs'] else []), None
 
+SECTIONS = {'0': 'The six fixes', '1': 'Engine: scheduling and transport', '2': 'Engine: model and runner',
+            '3': 'Experiments', '9': 'Tools'}
+
+def section(nb_name):
+    "The sidebar section of a notebook, by the first digit of its number (None for the index)."
+    return SECTIONS.get(nb_name[0]) if nb_name[0].isdigit() else None
+
 def page_name(nb_path):
     "nbdev's html name for a notebook, as a notebook file name."
     return re.sub(r'^\d+[a-zA-Z0-9]*_', '', Path(nb_path).name.lower())
@@ -67,7 +74,11 @@ def prep(src_dir, dst_dir):
         nb['cells'] = cells
         name = page_name(p)
         (pages/name).write_text(json.dumps(nb, indent=1))
-        nav.append({('Overview' if name == 'index.ipynb' else (title or name[:-6])): name})
+        entry = {('Overview' if name == 'index.ipynb' else (title or name[:-6])): name}
+        sec = section(p.name)
+        if sec is None: nav.append(entry)
+        elif nav and isinstance(nav[-1], dict) and sec in nav[-1]: nav[-1][sec].append(entry)
+        else: nav.append({sec: [entry]})
     shutil.copy(Path(__file__).parent/'extra.css', pages/'extra.css')
     cfg = {'INHERIT': str(Path('mkdocs.yml').resolve()), 'docs_dir': str(pages.resolve()), 'nav': nav, 'extra_css': ['extra.css']}
     (dst_dir/'mkdocs.yml').write_text(yaml.safe_dump(cfg, sort_keys=False))
