@@ -32,8 +32,11 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
+# The main job: the six experiments, fix off and on (the table in README.md), on CPU.
 demo: install
 	$(BIN)/vllm-pd-spec info
+	$(BIN)/vllm-pd-spec reproduce --json reproduce.json
+	@echo "results written to reproduce.json"
 
 # Headless Chromium for the browser check (Debian's package), installed when missing.
 browser:
