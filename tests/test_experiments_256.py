@@ -79,7 +79,19 @@ def test_bad_device_and_transport():
     from vllm_pd_spec.experiments import backoff, rows, guard
     for m in (backoff, rows, guard):
         with pytest.raises(ValueError): m.run(device='tpu', quick=True)
-        with pytest.raises(ValueError): m.run(transport='nixl', quick=True)
+        with pytest.raises(ValueError): m.run(transport='tcp', quick=True)
+
+def _nixl():
+    from vllm_pd_spec.engine.nixl_transport import nixl_status
+    return nixl_status()
+
+@pytest.mark.nixl
+@pytest.mark.skipif(not _nixl()[0], reason=_nixl()[1])
+def test_nixl_transport_gives_the_same_rows(results):
+    "Over real NIXL transfers (one agent per engine, in process) every row equals the local transport's."
+    for f in (2, 5):
+        r = importlib.import_module(MODULES[f]).run(quick=True, transport='nixl')
+        assert r.rows == results[f].rows and r.setup['transport'] == 'nixl'
 
 SCRIPT = shutil.which('vllm-pd-spec', path=str(Path(sys.executable).parent)) or shutil.which('vllm-pd-spec')
 

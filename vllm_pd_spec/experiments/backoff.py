@@ -6,8 +6,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.htm
 
 # %% auto #0
 __all__ = ['KS', 'NUM_PROMPTS', 'MAX_TOKENS', 'SEED', 'MAX_NUM_SEQS', 'QUICK', 'MODES', 'SEED_FIGURE', 'HEADLINE_K', 'NOTES',
-           'torch_threads', 'check_device', 'StepLog', 'serve', 'draft_cost_ratio', 'modelled_tpot', 'backoff_rows',
-           'run', 'plot']
+           'torch_threads', 'check_device', 'check_transport', 'make_transport', 'StepLog', 'serve', 'draft_cost_ratio',
+           'modelled_tpot', 'backoff_rows', 'run', 'plot']
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #9f5d71ce
 import contextlib, torch
@@ -33,6 +33,26 @@ def check_device(device:str # 'cpu' or 'cuda'
     if device not in ('cpu', 'cuda'): raise ValueError(f"device={device!r}: the engine runs on 'cpu' or 'cuda'")
     if device == 'cuda' and not torch.cuda.is_available(): raise ValueError("device='cuda': torch sees no CUDA device")
     return device
+
+def check_transport(transport:str # 'local' or 'nixl'
+                   )->str:
+    "`transport`, or a ValueError saying why a P/D pair cannot use it."
+    if transport not in ('local', 'nixl'): raise ValueError(f"transport={transport!r}: 'local' or 'nixl'")
+    if transport == 'nixl':
+        from vllm_pd_spec.engine.nixl_transport import nixl_status
+        ok, why = nixl_status()
+        if not ok: raise ValueError(f"transport='nixl': {why}")
+    return transport
+
+def make_transport(transport:str='local', # 'local' or 'nixl'
+                   num_requests:int=8, # requests the pair will hand off
+                  ):
+    "A fresh transport for one P/D pair: None (the pair's `LocalTransport`) or a `NixlPair` (a NIXL agent per engine, in this process)."
+    if check_transport(transport) == 'local': return None
+    from vllm_pd_spec.engine.nixl_transport import NixlPair
+    # P stages each finished request's GDN state in a slot until D has read it, and a full staging area
+    # raises rather than waits: give it a slot per request (each state is a few KiB here).
+    return NixlPair(num_state_slots=max(8, num_requests), state_slot_bytes=1 << 17)
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #eab3d237
 class StepLog:
@@ -78,6 +98,7 @@ def serve(mode:str, # 'standalone' or 'pd'
           device:str='cpu', # where the engine runs
           max_num_seqs:int=8, # requests in flight per engine (concurrency)
           method:str='mtp', # the drafter
+          transport:str='local', # the P/D pair's transport: 'local' or 'nixl'
           **engine_kw, # more `LLMEngine` arguments (e.g. `handoff=False`)
          )->dict:
     "Serve `prompts` once; outputs, the decode side's `SpecDecodingStats` and a `StepLog`."
@@ -86,7 +107,7 @@ def serve(mode:str, # 'standalone' or 'pd'
     if mode == 'standalone':
         eng = LLMEngine(make_config(method, k, fixes=fixes, model=model), model, **kw); dec = eng
     elif mode == 'pd':
-        eng = PDPair(method, k, fixes, model, **kw); dec = eng.D
+        eng = PDPair(method, k, fixes, model, transport=make_transport(transport, len(prompts)), **kw); dec = eng.D
     else: raise ValueError(f'mode={mode!r}: standalone or pd')
     log = StepLog(dec)
     outputs = eng.generate(prompts, max_tokens=max_tokens)
@@ -136,7 +157,7 @@ MODES = {'standalone': ('standalone', Fixes(), {}), 'P/D legacy': ('pd', Fixes()
          'P/D fixed': ('pd', Fixes(), {}), 'P/D backoff, no hand-off': ('pd', Fixes(), dict(handoff=False))}
 
 def backoff_rows(ks=KS, num_prompts:int=NUM_PROMPTS, max_tokens:int=MAX_TOKENS, seed:int=SEED,
-                 device:str='cpu', max_num_seqs:int=MAX_NUM_SEQS,
+                 device:str='cpu', max_num_seqs:int=MAX_NUM_SEQS, transport:str='local',
                  bar=None, # a progress bar (`.update()` per engine run), or None
                 )->list:
     "One row per `k` and way of serving (`MODES`)."
@@ -147,7 +168,7 @@ def backoff_rows(ks=KS, num_prompts:int=NUM_PROMPTS, max_tokens:int=MAX_TOKENS, 
     for k in ks:
         runs = {}
         for name, (mode, fixes, kw) in MODES.items():
-            runs[name] = serve(mode, k, prompts, max_tokens, fixes, model, device, max_num_seqs, **kw)
+            runs[name] = serve(mode, k, prompts, max_tokens, fixes, model, device, max_num_seqs, transport=transport, **kw)
             if bar is not None: bar.update()
         rows += [_row(k, name, run, runs['standalone']['outputs'], answers, r, prompts) for name, run in runs.items()]
     return rows
@@ -166,21 +187,20 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, the shipped tiny GDN+atten
          "(memory-bound decode); no GPU timing.")
 
 def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
-        transport:str='local', # 'local' only: the P/D pair's in-process transport
+        transport:str='local', # the P/D pair's transport: 'local' or 'nixl' (in-process NIXL agents)
         quick:bool=False, # fewer prompts
         progress=None, # `progress(total)` -> a bar with `.update()`, or None
        )->ExperimentResult:
     "Fix 2's experiment: acceptance of multi-module MTP standalone, P/D legacy and P/D fixed, k = 2, 3, 4."
-    check_device(device)
-    if transport != 'local': raise ValueError(f"transport={transport!r}: this experiment runs on the 'local' transport")
+    check_device(device); check_transport(transport)
     n = QUICK['num_prompts'] if quick else NUM_PROMPTS
     setup = dict(ks=KS, prompts=n, max_tokens=MAX_TOKENS, prompt_seed=SEED, max_num_seqs=MAX_NUM_SEQS, dtype='float64',
                  model='shipped tiny hybrid (gdn, attn, gdn, attn) + 4 MTP modules', method='mtp', greedy=True,
                  legacy='Fixes().off(2)', fixed='Fixes() (backoff + hand-off)',
-                 control='Fixes(), LLMEngine(handoff=False)', headline_k=HEADLINE_K, torch_threads=1, quick=quick)
+                 control='Fixes(), LLMEngine(handoff=False)', headline_k=HEADLINE_K, torch_threads=1, transport=transport, quick=quick)
     print('fix 2 setup:', setup)
     bar = progress(len(KS) * len(MODES)) if progress is not None else None
-    with torch_threads(1): rows = backoff_rows(KS, n, MAX_TOKENS, SEED, device, MAX_NUM_SEQS, bar=bar)
+    with torch_threads(1): rows = backoff_rows(KS, n, MAX_TOKENS, SEED, device, MAX_NUM_SEQS, transport, bar=bar)
     by = {(r['k'], r['mode']): r for r in rows}
     parity = all(by[k, 'P/D fixed']['acceptance_per_pos'] == by[k, 'standalone']['acceptance_per_pos']
                  and by[k, 'P/D fixed']['mean_acceptance_length'] == by[k, 'standalone']['mean_acceptance_length'] for k in KS)

@@ -8,7 +8,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/kernel_guard_experiment.html.m
 __all__ = ['NOTES', 'run', 'plot']
 
 # %% ../../nbs/06c_kernel_guard_experiment.ipynb #ec5dabcd
-from .backoff import check_device
+from .backoff import check_device, check_transport
 from .rows import shared_sweep, sweep_setup, fix_result, plot as _plot
 from .reproduce import ExperimentResult
 
@@ -21,15 +21,14 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, shipped tiny GDN+attention
          "The sweep is fix 5's (computed once per process).")
 
 def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
-        transport:str='local', # 'local' only: the P/D pair's in-process transport
+        transport:str='local', # the P/D pair's transport: 'local' or 'nixl' (in-process NIXL agents)
         quick:bool=False, # fewer prompts
         progress=None, # `progress(total)` -> a bar with `.update()`, or None
        )->ExperimentResult:
     "Fix 6's experiment: P/D vs standalone accuracy and exact-match rate, fix 6 off alone vs both fixes on."
-    check_device(device)
-    if transport != 'local': raise ValueError(f"transport={transport!r}: this experiment runs on the 'local' transport")
-    print('fix 6 setup:', sweep_setup(quick))
-    rows, setup, here = shared_sweep(quick, device, progress)
+    check_device(device); check_transport(transport)
+    print('fix 6 setup:', sweep_setup(quick, transport))
+    rows, setup, here = shared_sweep(quick, device, progress, transport)
     if not here: print('fix 6: the sweep shared with fix 5 was already computed in this process')
     return fix_result(6, rows, setup, device, NOTES)
 

@@ -13,7 +13,7 @@ import torch
 from ..config import Fixes
 from ..model.drafters import load_model
 from ..model.data import make_prompts, exact_match
-from .backoff import serve, torch_threads, check_device
+from .backoff import serve, torch_threads, check_device, check_transport
 from .reproduce import ExperimentResult
 
 # %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #da5288ee
@@ -56,7 +56,7 @@ FIX_SETTINGS = {'both on': Fixes(), 'fix 5 off': Fixes().off('gdn_decode_detecti
 def _acc(outputs, answers)->float: return sum(exact_match(a, o) for a, o in zip(answers, outputs)) / len(answers)
 
 def accuracy_rows(ks=KS, concurrency=CONCURRENCY, num_prompts:int=NUM_PROMPTS, max_tokens:int=MAX_TOKENS,
-                  seed:int=SEED, device:str='cpu',
+                  seed:int=SEED, device:str='cpu', transport:str='local',
                   bar=None, # a progress bar (`.update()` per engine run), or None
                  )->list:
     "One row per `k`, concurrency and fix setting: P/D accuracy, standalone accuracy, exact-match rate."
@@ -68,7 +68,7 @@ def accuracy_rows(ks=KS, concurrency=CONCURRENCY, num_prompts:int=NUM_PROMPTS, m
             sa = serve('standalone', k, prompts, max_tokens, Fixes(), model, device, c)['outputs']
             if bar is not None: bar.update()
             for name, fixes in FIX_SETTINGS.items():
-                pd = serve('pd', k, prompts, max_tokens, fixes, model, device, c)['outputs']
+                pd = serve('pd', k, prompts, max_tokens, fixes, model, device, c, transport=transport)['outputs']
                 if bar is not None: bar.update()
                 same = [a == b for a, b in zip(pd, sa)]
                 rows.append(dict(k=k, concurrency=c, fixes=name, requests=len(prompts),
@@ -80,9 +80,9 @@ def accuracy_rows(ks=KS, concurrency=CONCURRENCY, num_prompts:int=NUM_PROMPTS, m
 # %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #71b637e4
 _SWEEPS = {}
 
-def sweep_setup(quick:bool=False)->dict:
+def sweep_setup(quick:bool=False, transport:str='local')->dict:
     "What the shared sweep runs: enough to rerun it."
-    return dict(ks=KS, method='mtp', concurrency=CONCURRENCY, prompts=QUICK['num_prompts'] if quick else NUM_PROMPTS,
+    return dict(transport=transport, ks=KS, method='mtp', concurrency=CONCURRENCY, prompts=QUICK['num_prompts'] if quick else NUM_PROMPTS,
                 max_tokens=MAX_TOKENS, prompt_seed=SEED, dtype='float64', greedy=True,
                 model='shipped tiny hybrid (gdn, attn, gdn, attn) + MTP', fix_settings=list(FIX_SETTINGS),
                 other_fixes='on', torch_threads=1, quick=quick)
@@ -90,15 +90,16 @@ def sweep_setup(quick:bool=False)->dict:
 def shared_sweep(quick:bool=False, # fewer prompts
                  device:str='cpu', # where the engine runs
                  progress=None, # `progress(total)` -> a bar with `.update()`, or None
+                 transport:str='local', # the P/D pair's transport: 'local' or 'nixl'
                 )->tuple:
     "`(rows, setup, computed_here)`: the sweep for fixes 5 and 6, computed on first use in this process."
-    setup = sweep_setup(quick)
-    key = (setup['prompts'], device)
+    setup = sweep_setup(quick, transport)
+    key = (setup['prompts'], device, transport)
     if key in _SWEEPS:
         if progress is not None: progress(1).update()
         return _SWEEPS[key], setup, False
     bar = progress(len(KS) * len(CONCURRENCY) * (1 + len(FIX_SETTINGS))) if progress is not None else None
-    with torch_threads(1): _SWEEPS[key] = accuracy_rows(KS, CONCURRENCY, setup['prompts'], MAX_TOKENS, SEED, device, bar=bar)
+    with torch_threads(1): _SWEEPS[key] = accuracy_rows(KS, CONCURRENCY, setup['prompts'], MAX_TOKENS, SEED, device, transport, bar=bar)
     return _SWEEPS[key], setup, True
 
 # %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #e3d0314e
@@ -135,15 +136,14 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, shipped tiny GDN+attention
          "Nothing modelled; the task and model are ours, not GSM8K/Qwen3.5. The sweep is shared with fix 6.")
 
 def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
-        transport:str='local', # 'local' only: the P/D pair's in-process transport
+        transport:str='local', # the P/D pair's transport: 'local' or 'nixl' (in-process NIXL agents)
         quick:bool=False, # fewer prompts
         progress=None, # `progress(total)` -> a bar with `.update()`, or None
        )->ExperimentResult:
     "Fix 5's experiment: P/D vs standalone accuracy and exact-match rate, fix 5 off alone vs both fixes on."
-    check_device(device)
-    if transport != 'local': raise ValueError(f"transport={transport!r}: this experiment runs on the 'local' transport")
-    print('fix 5 setup:', sweep_setup(quick))
-    rows, setup, here = shared_sweep(quick, device, progress)
+    check_device(device); check_transport(transport)
+    print('fix 5 setup:', sweep_setup(quick, transport))
+    rows, setup, here = shared_sweep(quick, device, progress, transport)
     if not here: print('fix 5: the sweep shared with fix 6 was already computed in this process')
     return fix_result(5, rows, setup, device, NOTES)
 
