@@ -246,7 +246,7 @@ def bench_process(role:str, conn, max_mib:int, block_kib:int=64, device:str='cpu
     ag.release_xfer_handle(h)
     torch.set_num_threads(1)  # one core each: P's loop spins on the other
     src = torch.ones_like(buf); buf.copy_(src)  # touch every page once
-    sync = torch.cuda.synchronize if buf.is_cuda else (lambda: None)
+    sync = (lambda: torch.cuda.synchronize(buf.device)) if buf.is_cuda else (lambda: None)  # the buffer's GPU, not the current one
     while True:
         m = conn.recv()
         if m is None: break
