@@ -117,3 +117,17 @@ def test_d_giving_up_before_p_publishes_still_frees_p_blocks():
     P.send_blocks('p-t', 'r', ([1, 2], [1, 2]))  # published after D gave up: released at once, no lease wait
     assert P.get_notifs('p-t') == {'r'} and not any(P.in_use().values())
     P.close(); D.close()
+
+def test_more_requests_than_staging_slots():
+    P, D, pc, dc = _pair()
+    D.num_state_slots, D._free_slots = 1, [0]  # D reads states through one slot
+    P.send_blocks('p-t', 'a', ([1, 2], [1, 2]), states={'gdn': torch.tensor([1.0])})
+    P.send_blocks('p-t', 'b', ([3, 4], [3, 4]), states={'gdn': torch.tensor([2.0])})
+    ra = rb = None
+    while ra is None or rb is None:
+        ra = ra or D.read_blocks('d-t', 'a', ([1, 0], [1, 2]), 'p-t', 'a', ([1, 2], [1, 2]))
+        rb = rb or D.read_blocks('d-t', 'b', ([3, 0], [3, 4]), 'p-t', 'b', ([3, 4], [3, 4])); P.get_notifs('p-t')
+    assert D.verify(ra) and D.verify(rb) and float(ra.states['gdn']) == 1.0 and float(rb.states['gdn']) == 2.0
+    P.num_state_slots, P._free_slots = 0, []
+    with pytest.raises(RuntimeError, match='num_state_slots'): P.send_blocks('p-t', 'c', ([5], [5]), states={'gdn': torch.tensor([3.0])})
+    P.close(); D.close()

@@ -120,6 +120,8 @@ def send_blocks(self:NixlTransport, engine_id:str, request_id:str, block_ids:tup
             if b: digests[(p, b)] = digest(t[b])
     slot, layout, sdig = None, [], ()
     if states:
+        if not self._free_slots: raise RuntimeError(f'all {self.num_state_slots} state staging slots are held by published '
+                                                    'requests: give NixlTransport a larger num_state_slots')
         slot = self._free_slots.pop(0)
         buf, off = self.staging[slot], 0
         for name in sorted(states):
@@ -182,8 +184,8 @@ def _fail(self:NixlTransport, st:dict, request_id:str, why:str)->NixlTransferRec
     self.stats[f'fault_{why}'] += 1
     return NixlTransferRecord(request_id, st['remote_engine_id'], error=why)
 
-def _post(self:NixlTransport, st:dict, pub:dict, request_id:str):
-    "Post the READ: every layer's paired blocks and the state slot."
+def _post(self:NixlTransport, st:dict, pub:dict, request_id:str)->bool:
+    "Post the READ: every layer's paired blocks and the state slot (False: no staging slot free yet)."
     peer = self.peers[st['remote_engine_id']]
     loc, rem = [], []
     for p, (n, _) in self.tensors.items():
@@ -191,6 +193,7 @@ def _post(self:NixlTransport, st:dict, pub:dict, request_id:str):
         for l, r in zip(st['local_block_ids'][g], st['remote_block_ids'][g]):
             if l and r: loc.append(self.offsets[p] + l); rem.append(peer['offsets'][p] + r)
     if pub['slot'] is not None:
+        if not self._free_slots: return False  # every staging slot is being read into: try again next step
         st['slot'] = self._free_slots.pop(0)
         loc.append(self.offsets['__states__'] + st['slot']); rem.append(peer['offsets']['__states__'] + pub['slot'])
     if self.faults.get(request_id) == 'fail': rem = [i + 10**9 for i in rem]  # a stale block table: NIXL rejects it
@@ -198,6 +201,7 @@ def _post(self:NixlTransport, st:dict, pub:dict, request_id:str):
     st['handle'] = self.agent.make_prepped_xfer('READ', self.local_side, loc, peer['side'], rem,
                                                 b'done' + st['remote_request_id'].encode())
     st['state'] = self.agent.transfer(st['handle'])
+    return True
 
 def _finish(self:NixlTransport, st:dict, pub:dict, request_id:str)->NixlTransferRecord:
     "The READ is done: release it, hash what landed, unstage the states."
@@ -235,8 +239,7 @@ def read_blocks(self:NixlTransport, engine_id, request_id, local_block_ids, remo
         if time.monotonic() > st['deadline']: return self._fail(st, request_id, 'timeout')
         pub = self.pubs_in.get((remote_engine_id, remote_request_id))
         if 'handle' not in st:
-            if pub is None: return None
-            self._post(st, pub, request_id)
+            if pub is None or not self._post(st, pub, request_id): return None
         if st['state'] == 'PROC': st['state'] = self.agent.check_xfer_state(st['handle'])
         if st['state'] == 'DONE':
             self.pubs_in.pop((remote_engine_id, remote_request_id), None)
