@@ -81,3 +81,17 @@ def test_shared_prefix_lossless(m32, examples):
         got.append(eng.outputs[f's{i}'])
     assert got == [spec_decode(m32, p, 8)[0] for p in prompts]
     assert eng.scheduler.requests == {} and max(eng.finished[f's{i}'].num_cached_tokens for i in range(1, 3)) >= 32
+
+
+def test_engine_leaves_the_callers_model_where_it_was():
+    "Building a float64 engine from a float32 model must not move that model (another engine may be using it)."
+    import torch
+    from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
+    from vllm_pd_spec.model.drafters import load_model
+    m = load_model()
+    e32 = LLMEngine(make_config('mtp', 3), m)
+    LLMEngine(make_config('mtp', 3), m, dtype=torch.float64)
+    assert next(m.parameters()).dtype == torch.float32
+    from vllm_pd_spec.model.data import make_prompts
+    out, = e32.generate([make_prompts(1, seed=0)[0].prompt], max_tokens=2)
+    assert len(out) == 2

@@ -9,7 +9,7 @@ __all__ = ['model_config', 'drafter_layer_names', 'CachedRequestState', 'ModelRu
            'execute_model']
 
 # %% ../../nbs/25_runner.ipynb #d33420ec
-import torch
+import copy, torch
 from dataclasses import dataclass, field
 from ..config import LayerSpec, ModelConfig, VllmConfig
 from ..contracts import rows as rows_contract, lookahead as la
@@ -47,6 +47,16 @@ class CachedRequestState:
     drafts:list=field(default_factory=list) # this request's drafts for the next step
     pending_repair:int=0 # positions before the first window to redraft from handed-off hidden states (D side)
 
+# %% ../../nbs/25_runner.ipynb #7c890aae
+def _placed(model:SpecModel, # the weights to run
+            device, # where to run them
+            dtype:torch.dtype, # in which precision
+           )->SpecModel:
+    "`model` itself when it already sits on `device` in `dtype`, else a moved copy (the caller's model is left as it was)."
+    p = next(model.parameters())
+    if p.device == torch.device(device) and p.dtype == dtype: return model.eval()
+    return copy.deepcopy(model).to(device=device, dtype=dtype).eval()
+
 # %% ../../nbs/25_runner.ipynb #1661ff8a
 class ModelRunner:
     "Runs the real model for one engine (standalone, P or D)."
@@ -64,7 +74,7 @@ class ModelRunner:
         self.method = spec.method if spec is not None else None
         if self.method not in (None, 'mtp', 'eagle', 'dflash'): raise ValueError(f'method={self.method!r} is not implemented by the runner')
         self.k = spec.num_speculative_tokens if spec is not None else 0
-        self.model = (model or load_model()).to(device=device, dtype=dtype).eval()
+        self.model = _placed(model or load_model(), device, dtype)  # never moves the caller's model
         if self.method == 'mtp' and self.k > self.model.args.n_mtp: raise ValueError(f'num_speculative_tokens={self.k} > {self.model.args.n_mtp} MTP modules')
         self.device, self.bs = device, kv_cache_config.block_size
         self.cache = self.model.make_cache(kv_cache_config.num_blocks, self.bs, max_reqs, self.k)
