@@ -95,3 +95,30 @@ def test_engine_leaves_the_callers_model_where_it_was():
     from vllm_pd_spec.model.data import make_prompts
     out, = e32.generate([make_prompts(1, seed=0)[0].prompt], max_tokens=2)
     assert len(out) == 2
+
+def test_pd_recomputes_a_failed_load_lossless_float64(examples):
+    "Engine II over a transport whose second read fails verification: D recomputes that prompt, outputs equal standalone."
+    from vllm_pd_spec.engine.transport import LocalTransport
+    class FlipSecondRead(LocalTransport):
+        n = 0
+        def read_blocks(self, *a):
+            rec = super().read_blocks(*a)
+            if rec is not None:
+                self.n += 1
+                if self.n == 2: k = next(iter(rec.dst_digests)); rec.dst_digests[k] = 'flipped'
+            return rec
+    m = load_model(dtype=torch.float64)
+    prompts = [e.prompt for e in examples[:3]]
+    sa = LLMEngine(make_config('mtp', 3, model=m), m, dtype=torch.float64)
+    pd = PDPair('mtp', 3, model=m, dtype=torch.float64, transport=FlipSecondRead())
+    assert pd.generate(prompts, 8) == sa.generate(prompts, 8)
+    assert pd.D.scheduler.num_recomputed_loads == 1 and len(pd.D.runner.worker.failures) == 1
+    assert pd.P.scheduler.kv_cache_manager.get_num_free_blocks() == pd.D.scheduler.kv_cache_manager.get_num_free_blocks()
+
+def test_engine_takes_its_connector_worker():
+    "`LLMEngine(worker=...)` uses the worker it is given (no class swap after construction)."
+    from vllm_pd_spec.engine.transport import LocalTransport, PDConnectorWorker
+    m = load_model()
+    w = PDConnectorWorker('decode-0', LocalTransport())
+    eng = LLMEngine(make_config('mtp', 3, 'decode', model=m), m, worker=w)
+    assert eng.runner.worker is w

@@ -38,6 +38,7 @@ class LLMEngine:
                  max_num_batched_tokens:int=64, max_num_seqs:int=16, transport=None, engine_id:str|None=None,
                  device='cpu', dtype=torch.float32, slot_checker:bool=False,
                  handoff:bool=True, # fix 2's hidden-state hand-off in the runner (see the runner notebook)
+                 worker:PDConnectorWorker|None=None, # the connector worker (default: a `PDConnectorWorker` over `transport`)
                  **sched_kw):
         model = model or _default_model()
         spec = vllm_config.speculative_config
@@ -45,7 +46,7 @@ class LLMEngine:
         self.scheduler = Scheduler(vllm_config, num_blocks, max_num_batched_tokens, max_num_seqs,
                                    drafter_layer_names=drafter_layer_names(model, spec.method if spec else None),
                                    engine_id=self.engine_id, **sched_kw)
-        worker = PDConnectorWorker(self.engine_id, transport) if transport is not None else None
+        if worker is None and transport is not None: worker = PDConnectorWorker(self.engine_id, transport)
         checker = None
         if slot_checker:
             from vllm_pd_spec.engine.kv_cache_manager import SlotChecker

@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/nixl_transport.html.md"""
 
 # %% auto #0
 __all__ = ['FAULTS', 'nixl_status', 'block_descs', 'mem_type', 'NixlTransferRecord', 'NixlTransport', 'send_blocks', 'get_notifs',
-           'read_blocks', 'verify', 'close', 'in_use', 'NixlPair', 'NixlConnectorWorker', 'recompute_failed_loads']
+           'read_blocks', 'close', 'in_use', 'NixlPair']
 
 # %% ../../nbs/19_nixl_transport.ipynb #96a4f819
 import abc, os, pickle, time
@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 import torch
 from .transport import KVTransport, TransferRecord, PDConnectorWorker, digest, _tensors
 from .scheduler import KVConnectorOutput, ModelRunnerOutput
-from .request import RequestStatus
 os.environ.setdefault('NIXL_LOG_LEVEL', 'WARN')  # NIXL announces every agent at INFO; spawned engines inherit this
 
 # %% ../../nbs/19_nixl_transport.ipynb #6147a3b1
@@ -42,8 +41,7 @@ def mem_type(t:torch.Tensor)->str:
 # %% ../../nbs/19_nixl_transport.ipynb #ed44655d
 @dataclass
 class NixlTransferRecord(TransferRecord):
-    "A transfer record that can carry the reason a read failed."
-    error:str|None=None # 'transfer_error', 'timeout', 'checksum', 'peer_exit' or None
+    "A transfer record that also counts the bytes read; its `error` is 'transfer_error', 'timeout', 'checksum', 'peer_exit' or None."
     nbytes:int=0 # bytes read
 
 FAULTS = ('fail', 'timeout', 'corrupt', 'exit')  # injected: D's READ rejected, D's deadline passed, P's block changed after its checksum, P exits
@@ -250,10 +248,6 @@ def read_blocks(self:NixlTransport, engine_id, request_id, local_block_ids, remo
         why = 'peer_exit' if 'DISCONNECT' in repr(e).upper() else 'transfer_error'
         return self._fail(st, request_id, why)
 
-def verify(self:NixlTransport, record:TransferRecord)->bool:
-    "True when the read succeeded and every block and state arrived with the bytes it left with."
-    return getattr(record, 'error', None) in (None, 'checksum') and KVTransport.verify(self, record)
-
 def close(self:NixlTransport):
     "Forget the peers and deregister the caches (best effort: a peer may be gone)."
     for p in self.peers.values():
@@ -265,7 +259,7 @@ def in_use(self:NixlTransport)->dict:
     "What this side still holds: publications, reads under way, staging slots taken (all 0 when idle)."
     return dict(published=len(self.published), reads=len(self.reads), state_slots=self.num_state_slots - len(self._free_slots))
 
-for _f in (_fail, _post, _finish, read_blocks, verify, close, in_use): setattr(NixlTransport, _f.__name__, _f)
+for _f in (_fail, _post, _finish, read_blocks, close, in_use): setattr(NixlTransport, _f.__name__, _f)
 abc.update_abstractmethods(NixlTransport)  # the interface is complete now
 
 # %% ../../nbs/19_nixl_transport.ipynb #8d90cc70
@@ -282,7 +276,6 @@ class NixlPair(KVTransport):
 
     def send_blocks(self, engine_id, request_id, block_ids, states=None): self.t[engine_id].send_blocks(engine_id, request_id, block_ids, states)
     def get_notifs(self, engine_id:str)->set: return self.t[engine_id].get_notifs(engine_id)
-    def verify(self, record)->bool: return NixlTransport.verify(self, record)
 
     def read_blocks(self, engine_id, request_id, local_block_ids, remote_engine_id, remote_request_id, remote_block_ids):
         "Read through the engine's own agent; poll the others so that they progress (one thread drives all)."
@@ -293,37 +286,3 @@ class NixlPair(KVTransport):
     @property
     def stats(self)->dict: return {e: dict(t.stats) for e, t in self.t.items()}
     def in_use(self)->dict: return {e: t.in_use() for e, t in self.t.items()}
-
-# %% ../../nbs/19_nixl_transport.ipynb #45dfddf9
-class NixlConnectorWorker(PDConnectorWorker):
-    "`PDConnectorWorker` that reports failed reads instead of asserting."
-    def __init__(self, engine_id:str, transport:KVTransport):
-        super().__init__(engine_id, transport)
-        self._failed, self.failures = set(), []
-
-    def _try_reads(self):
-        for rid, m in list(self._pending_reads.items()):
-            rec = self.transport.read_blocks(self.engine_id, rid, m.local_block_ids, m.remote_engine_id,
-                                             m.remote_request_id, m.remote_block_ids)
-            if rec is None: continue
-            del self._pending_reads[rid]
-            if self.transport.verify(rec):
-                self.records.append(rec); self._states[rid] = rec.states; self._done_recving.add(rid)
-            else: self._failed.add(rid); self.failures.append((rid, getattr(rec, 'error', 'checksum')))
-
-    def get_finished(self)->KVConnectorOutput:
-        "Like `PDConnectorWorker.get_finished`, plus `failed_recving`: reads that failed."
-        out = super().get_finished()
-        out.failed_recving, self._failed = self._failed, set()
-        return out
-
-def recompute_failed_loads(scheduler, request_ids)->int:
-    "D's recompute policy: free a failed load's blocks and requeue the request as a local prefill; returns how many."
-    n = 0
-    for rid in request_ids:
-        r = scheduler.requests.get(rid)
-        if r is None or r.status != RequestStatus.WAITING_FOR_REMOTE_KVS: continue
-        scheduler.kv_cache_manager.free(r)
-        r.num_computed_tokens, r.num_external_computed_tokens, r.status = 0, 0, RequestStatus.WAITING
-        n += 1
-    return n

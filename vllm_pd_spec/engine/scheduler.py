@@ -137,6 +137,7 @@ class Scheduler:
         self.finished_recving_kv_req_ids: set = set()
         self._req_block_ids_seen: dict = {}  # request id -> number of blocks per group the runner knows
         self.spec_decoding_stats = SpecDecodingStats()
+        self.num_recomputed_loads: int = 0  # failed loads sent back to WAITING (kv_load_failure_policy="recompute")
 
     def add_request(self, request:Request):
         "Queue a new request; the connector's `on_new_request` runs first (fix 3's fixed position)."
@@ -362,6 +363,7 @@ def _update_from_kv_xfer_finished(self:Scheduler, kco:KVConnectorOutput):
         elif r.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
             self.kv_cache_manager.free(r)
             r.num_computed_tokens, r.num_external_computed_tokens, r.status = 0, 0, RequestStatus.WAITING
+            self.num_recomputed_loads += 1
     for rid in kco.finished_recving:
         r = self.requests.get(rid)
         if r is None: continue

@@ -39,7 +39,7 @@ def _tensors(name:str, t)->list:
     "A registered cache as `[(name, tensor)]`: a tuple (K, V) becomes `name.0`, `name.1`."
     return [(f'{name}.{i}', x) for i, x in enumerate(t)] if isinstance(t, (tuple, list)) else [(name, t)]
 
-# %% ../../nbs/15_engine_transport.ipynb #420f29aa
+# %% ../../nbs/15_engine_transport.ipynb #ea4ab198
 @dataclass
 class TransferRecord:
     "One request's transfer: what was copied, with checksums on both sides."
@@ -50,6 +50,7 @@ class TransferRecord:
     dst_digests:dict=field(default_factory=dict) # (layer, local block id) -> digest written on D
     states:dict=field(default_factory=dict) # GDN states per layer (copies), for D's runner
     state_digests:tuple=((), ()) # (P's, D's) digests of the states
+    error:str|None=None # why the read failed ('transfer_error', 'timeout', 'checksum', ...), None if it did not
 
 class KVTransport(ABC):
     "Moves a request's KV blocks (every layer) and GDN states from a P engine to a D engine."
@@ -64,10 +65,10 @@ class KVTransport(ABC):
     def get_notifs(self, engine_id:str)->set: ...
 
     def verify(self, record:TransferRecord)->bool:
-        "True when every block and state arrived with the bytes it left with."
-        return record.src_digests == record.dst_digests and record.state_digests[0] == record.state_digests[1]
+        "True when the read reports no error and every block and state arrived with the bytes it left with."
+        return record.error is None and record.src_digests == record.dst_digests and record.state_digests[0] == record.state_digests[1]
 
-# %% ../../nbs/15_engine_transport.ipynb #d89f2797
+# %% ../../nbs/15_engine_transport.ipynb #40c6b100
 class LocalTransport(KVTransport):
     "In-process transport: copies between registered tensors; checksums every block."
     def __init__(self):
@@ -112,12 +113,13 @@ class LocalTransport(KVTransport):
         out, self.notifs[engine_id] = self.notifs.get(engine_id, set()), set()
         return out
 
-# %% ../../nbs/15_engine_transport.ipynb #bd4889a4
+# %% ../../nbs/15_engine_transport.ipynb #550d0d6d
 class PDConnectorWorker:
     "Worker side of the P/D connector over a `KVTransport`."
     def __init__(self, engine_id:str, transport:KVTransport):
         self.engine_id, self.transport = engine_id, transport
         self._pending_reads, self._done_recving, self._states, self.records = {}, set(), {}, []
+        self._failed, self.failures = set(), []  # failed reads: not yet reported; all, as (request id, why)
         self.read_states = None
 
     def register_kv_caches(self, kv_caches:dict, layer_groups:dict, read_states=None):
@@ -139,14 +141,17 @@ class PDConnectorWorker:
                                              m.remote_request_id, m.remote_block_ids)
             if rec is None: continue
             del self._pending_reads[rid]
-            assert self.transport.verify(rec), f'checksum mismatch for request {rid}'
-            self.records.append(rec); self._states[rid] = rec.states; self._done_recving.add(rid)
+            if self.transport.verify(rec):
+                self.records.append(rec); self._states[rid] = rec.states; self._done_recving.add(rid)
+            else: self._failed.add(rid); self.failures.append((rid, rec.error or 'checksum'))
 
     def get_finished(self)->KVConnectorOutput:
-        "Transfers finished since the last call: sends (P) and reads (D)."
+        "Transfers finished since the last call: sends (P), reads (D), and reads that failed (D)."
         self._try_reads()
         recving, self._done_recving = self._done_recving, set()
-        return KVConnectorOutput(finished_sending=self.transport.get_notifs(self.engine_id), finished_recving=recving)
+        failed, self._failed = self._failed, set()
+        return KVConnectorOutput(finished_sending=self.transport.get_notifs(self.engine_id), finished_recving=recving,
+                                 failed_recving=failed)
 
     def take_states(self, request_id:str)->dict|None:
         "The GDN states that arrived for `request_id` (once)."
