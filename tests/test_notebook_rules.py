@@ -29,3 +29,18 @@ def test_gpu_and_slow_cells_hold_no_import(nb):
 def test_title_cell_first(nb):
     first = json.loads(nb.read_text())['cells'][0]
     assert first['cell_type'] == 'markdown' and ''.join(first['source']).startswith('# '), f'{nb.name}: first cell must be "# Title"'
+
+def mixes_imports(src):
+    "True when a non-exported cell holds imports and other statements (the docs build would run all of it)."
+    if re.search(r'^\s*#\|\s*exports?\b', src, re.M): return False
+    body = '\n'.join(l for l in src.splitlines() if not l.lstrip().startswith(('#|', '%', '!')))
+    try: tree = ast.parse(body)
+    except SyntaxError: return False
+    kinds = {isinstance(n, (ast.Import, ast.ImportFrom)) for n in tree.body}
+    return kinds == {True, False}
+
+@pytest.mark.parametrize('nb', NBS, ids=lambda p: p.name)
+def test_imports_in_cells_of_their_own(nb):
+    "The docs build executes every cell with an import; keep those cells to imports, so it reruns no experiment."
+    bad = [src.splitlines()[:2] for src in code_cells(nb) if mixes_imports(src)]
+    assert bad == [], f'{nb.name}: split the imports of these cells into a cell of their own: {bad}'
