@@ -3,6 +3,7 @@ Chromium, asserted on the rendered DOM. `DOCS_DIR` picks the site (default: the 
 import functools, http.server, json, os, re, shutil, subprocess, tempfile, threading
 from pathlib import Path
 import pytest
+from nbdev.config import nbpath2html
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = Path(os.environ.get('DOCS_DIR') or ROOT/'docs')
@@ -11,8 +12,7 @@ pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not CHROMIUM, reason='headless Chromium not installed (`make browser` installs it)'),
               pytest.mark.skipif(not (DOCS/'index.html').exists(), reason=f'no site at {DOCS} (`make docs`)')]
 
-def page_for(nb):
-    return re.sub(r'^\d+[a-zA-Z0-9]*_', '', nb.name.lower()).replace('.ipynb', '.html')
+def page_for(nb): return nbpath2html(nb).name  # nbdev's own page name for a notebook
 
 NOTEBOOKS = sorted((ROOT/'nbs').glob('*.ipynb'))
 

@@ -11,6 +11,7 @@ outputs, `include: false` drops the cell, and every `#|` line is removed. Pages 
 them (`01_lookahead.ipynb` -> `lookahead.html`), and the nav follows the notebooks' file order.
 """
 import json, re, shutil, sys, yaml
+from nbdev.config import nbpath2html
 from pathlib import Path
 
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)\s*:?\s*(.*)$')
@@ -56,8 +57,8 @@ def section(nb_name):
     return SECTIONS.get(nb_name[0]) if nb_name[0].isdigit() else None
 
 def page_name(nb_path):
-    "nbdev's html name for a notebook, as a notebook file name."
-    return re.sub(r'^\d+[a-zA-Z0-9]*_', '', Path(nb_path).name.lower())
+    "nbdev's html name for a notebook (`nbdev.config.nbpath2html`), as a notebook file name."
+    return nbpath2html(nb_path).with_suffix('.ipynb').name
 
 def prep(src_dir, dst_dir):
     "Write page notebooks and a generated mkdocs config; returns the nav."
