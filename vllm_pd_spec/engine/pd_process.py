@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/nixl_pd.html.md"""
 
 # %% auto #0
 __all__ = ['TOY_MODEL', 'TOY_DRAFTER', 'ToyKVRunner', 'build_toy_engine', 'run_standalone', 'engine_process', 'run_pd_nixl',
-           'fault_run', 'build_llm_engine', 'llm_standalone', 'bench_process', 'bench_nixl']
+           'fault_run', 'build_llm_engine', 'llm_standalone', 'bench_process', 'bench_nixl', 'bench_table']
 
 # %% ../../nbs/19a_nixl_pd.ipynb #592dd7ff
 import os, time
@@ -170,12 +170,13 @@ def fault_run(fault:str, # one of `FAULTS`
               prompts:dict, # request id -> prompt
               victim:str, # the request that gets the fault
               ref:dict, # standalone outputs
+              devices:tuple|None=None, # P's and D's device (e.g. ('cuda:0', 'cuda:1'))
              )->dict:
     "One P/D run with `fault` injected into `victim`: counters, recomputes, lossless and leak checks."
     side = 'p_kw' if fault in ('corrupt', 'exit') else 'd_kw'
     kw = {side: dict(faults={victim: fault})}
     if fault == 'exit': kw['d_kw'] = dict(timeout_s=3.0)
-    res = run_pd_nixl(prompts, **kw)
+    res = run_pd_nixl(prompts, devices=devices, **kw)
     rd, rp = res['reports'].get('decode', {}), res['reports'].get('prefill')
     faults = {k[6:]: v for k, v in rd.get('stats', {}).items() if k.startswith('fault_')}
     leaks = {r['role']: r['num_blocks'] - 1 - r['free_blocks'] + sum(r['in_use'].values()) for r in res['reports'].values()}
@@ -212,8 +213,25 @@ def llm_standalone(prompts:dict, max_tokens:int=8, **kw)->tuple:
     return outs, dict(vars(s.spec_decoding_stats))
 
 # %% ../../nbs/19a_nixl_pd.ipynb #eb2a08a9
-def bench_process(role:str, conn, max_mib:int, block_kib:int=64, device:str='cpu'):
-    "P: expose a buffer and drive progress until told to stop. D: time READs of the sizes the proxy asks."
+def _bench_reads(ag, local, remote, buf, rows:int, reps:int, copies:dict, sync)->tuple:
+    "Median seconds of a NIXL READ of `rows` blocks, and of `buf[:rows].copy_(src[:rows])` for each `copies` source."
+    t_nixl, t_copy = [], {name: [] for name in copies}
+    for _ in range(reps):
+        buf[:rows].zero_(); sync()
+        t0 = time.perf_counter()
+        h = ag.make_prepped_xfer('READ', local, list(range(rows)), remote, list(range(rows)), b'')
+        st = ag.transfer(h)
+        while st == 'PROC': st = ag.check_xfer_state(h)
+        t_nixl.append(time.perf_counter() - t0)
+        assert st == 'DONE' and bool((buf[:rows] == 7).all()), 'READ did not land'
+        ag.release_xfer_handle(h)
+        for name, src in copies.items():
+            sync(); t0 = time.perf_counter(); buf[:rows].copy_(src[:rows]); sync(); t_copy[name].append(time.perf_counter() - t0)
+    med = lambda ts: sorted(ts)[len(ts) // 2]
+    return med(t_nixl), {name: med(ts) for name, ts in t_copy.items()}
+
+def bench_process(role:str, conn, max_mib:int, block_kib:int=64, device:str='cpu', peer_device:str|None=None):
+    "P: expose a buffer and drive progress until told to stop. D: time READs, peer and local copies of the sizes the proxy asks."
     from nixl._api import nixl_agent, nixl_agent_config
     nb, bb = max_mib * 1024 // block_kib, block_kib * 1024
     buf = torch.full((nb, bb), 7 if role == 'prefill' else 0, dtype=torch.uint8, device=device)  # (a CUDA context first)
@@ -232,25 +250,15 @@ def bench_process(role:str, conn, max_mib:int, block_kib:int=64, device:str='cpu
     while st == 'PROC': st = ag.check_xfer_state(h)
     ag.release_xfer_handle(h)
     torch.set_num_threads(1)  # one core each: P's loop spins on the other
-    src = torch.ones_like(buf); buf.copy_(src)  # touch every page once
-    sync = (lambda: torch.cuda.synchronize(buf.device)) if buf.is_cuda else (lambda: None)  # the buffer's GPU, not the current one
+    copies = dict(peer=torch.ones_like(buf, device=peer_device or device), local=torch.ones_like(buf))
+    for src in copies.values(): buf.copy_(src)  # touch every page once (and open the peer path)
+    gpus = {t.device for t in (buf, *copies.values()) if t.is_cuda}
+    sync = lambda: [torch.cuda.synchronize(d) for d in gpus]  # every device a timer spans, not the current one
     while True:
         m = conn.recv()
         if m is None: break
         mib, reps = m
-        n, rows = mib * 1024 * 1024, mib * 1024 // block_kib
-        t_nixl, t_copy = [], []
-        for _ in range(reps):
-            buf[:rows].zero_(); sync()
-            t0 = time.perf_counter()
-            h = ag.make_prepped_xfer('READ', local, list(range(rows)), remote, list(range(rows)), b'')
-            st = ag.transfer(h)
-            while st == 'PROC': st = ag.check_xfer_state(h)
-            t_nixl.append(time.perf_counter() - t0)
-            assert st == 'DONE' and bool((buf[:rows] == 7).all()), 'READ did not land'
-            ag.release_xfer_handle(h)
-            sync(); t0 = time.perf_counter(); buf[:rows].copy_(src[:rows]); sync(); t_copy.append(time.perf_counter() - t0)
-        conn.send((mib, sorted(t_nixl)[reps // 2], sorted(t_copy)[reps // 2]))
+        conn.send((mib, *_bench_reads(ag, local, remote, buf, mib * 1024 // block_kib, reps, copies, sync)))
     ag.remove_remote_agent(peer); ag.deregister_memory(reg)
     conn.send('bye'); os._exit(0)
 
@@ -259,11 +267,11 @@ def bench_nixl(sizes_mib:tuple=(1, 4, 16, 64, 256), # request sizes
                block_kib:int=64, # bytes per descriptor
                devices:tuple=('cpu', 'cpu'), # P's and D's buffer device
               )->list:
-    "Rows of (MiB, NIXL GB/s, local copy GB/s, NIXL time / copy time), measured in two processes."
+    "One dict per size: GB/s of a NIXL READ, of a peer copy (P's device to D's) and a local copy, and NIXL's time over the peer copy's."
     import multiprocessing as mp
     ctx = mp.get_context('spawn')
     (pc, pcc), (dc, dcc) = ctx.Pipe(), ctx.Pipe()
-    ps = [ctx.Process(target=bench_process, args=(r, c, max(sizes_mib), block_kib, d), daemon=True)
+    ps = [ctx.Process(target=bench_process, args=(r, c, max(sizes_mib), block_kib, d, devices[0]), daemon=True)
           for r, c, d in (('prefill', pcc, devices[0]), ('decode', dcc, devices[1]))]
     for p in ps: p.start()
     pcc.close(); dcc.close()
@@ -273,7 +281,15 @@ def bench_nixl(sizes_mib:tuple=(1, 4, 16, 64, 256), # request sizes
     for mib in sizes_mib:
         dc.send((mib, reps)); _, tn, tc = dc.recv()
         gb = mib * 2**20 / 1e9
-        rows.append((mib, round(gb / tn, 2), round(gb / tc, 2), round(tn / tc, 2)))
+        rows.append(dict(mib=mib, nixl_gbs=round(gb / tn, 2), peer_copy_gbs=round(gb / tc['peer'], 2),
+                         local_copy_gbs=round(gb / tc['local'], 2), nixl_over_peer=round(tn / tc['peer'], 2)))
     dc.send(None); dc.recv(); pc.send(None); pc.recv()
     for p in ps: p.join(10)
     return rows
+
+# %% ../../nbs/19a_nixl_pd.ipynb #b3c1d2e4
+def bench_table(rows:list)->str:
+    "The rows of `bench_nixl` as a fixed-width table."
+    head = f"{'MiB':>5} {'NIXL GB/s':>10} {'peer copy_ GB/s':>16} {'local copy_ GB/s':>17} {'NIXL / peer copy time':>22}"
+    return '\n'.join([head] + [f"{r['mib']:>5} {r['nixl_gbs']:>10} {r['peer_copy_gbs']:>16} {r['local_copy_gbs']:>17} {r['nixl_over_peer']:>22}"
+                                for r in rows])

@@ -1,0 +1,77 @@
+"""The P/D pair over NIXL on two GPUs (P on the first, D on the second), saved as one JSON file.
+
+    python tools/nixl_two_gpu.py --out nbs/runs/nixl_two_gpu.json            # on a machine with two GPUs
+    python tools/nixl_two_gpu.py --devices cpu,cpu --quick --out /tmp/x.json  # the same steps on CPU, smaller
+
+Steps, each checked against standalone runs on the same device kind: the toy pair (lossless, no block
+left held); each injected fault alone (counted, recomputed, lossless, nothing held); the trained model
+with MTP, EAGLE and DFlash (lossless and per-position acceptance parity, float64); NIXL READ throughput
+against a copy of the same bytes from P's device to D's, per size. A step that fails is recorded with
+its error and the run goes on; the exit code says whether every invariant held.
+"""
+import argparse, json, platform, random, sys, time, traceback
+from pathlib import Path
+import torch
+from vllm_pd_spec.engine import pd_process as pp
+from vllm_pd_spec.engine.nixl_transport import FAULTS, nixl_status
+from vllm_pd_spec.model.data import make_prompts
+
+
+def leaks(res:dict)->int:
+    "Blocks (beyond the null block) and transport entries still held after a run, both sides."
+    return sum(r['num_blocks'] - 1 - r['free_blocks'] + sum(r['in_use'].values()) for r in res['reports'].values())
+
+def toy(devices, quick):
+    rng = random.Random(0)
+    prompts = {f'r{i}': [rng.randrange(1, 50) for _ in range(rng.randrange(5, 30))] for i in range(6)}
+    ref = pp.run_standalone(prompts)
+    res = pp.run_pd_nixl(prompts, devices=devices)
+    out = dict(lossless=res['outputs'] == ref, exitcodes=res['exitcodes'], leaks=leaks(res),
+               transfers=res['reports']['decode']['stats'].get('transfers'), bytes=res['reports']['decode']['stats'].get('bytes'))
+    faults = [pp.fault_run(f, prompts, 'r3', ref, devices=devices) for f in FAULTS]
+    ok = out['lossless'] and out['leaks'] == 0 and all(r['lossless'] and r['d_leaks'] == 0 and r['recomputed'] >= 1 for r in faults)
+    return dict(toy=out, toy_faults=faults), ok
+
+def llm(devices, quick):
+    task = {f'req-{i}': e.prompt for i, e in enumerate(make_prompts(4 if quick else 8, seed=2024))}
+    rows, ok = [], True
+    for method in ('mtp', 'eagle', 'dflash'):
+        t0 = time.perf_counter()
+        ref_out, ref_spec = pp.llm_standalone(task, method=method, device=devices[0])
+        pd = pp.run_pd_nixl(task, max_tokens=8, build=pp.build_llm_engine, build_kw=dict(method=method), devices=devices, deadline_s=400)
+        rd = pd['reports']['decode']
+        row = dict(method=method, lossless=pd['outputs'] == ref_out, parity=rd['spec'] == ref_spec,
+                   acceptance_per_pos=rd['spec']['num_accepted_tokens_per_pos'], standalone_per_pos=ref_spec['num_accepted_tokens_per_pos'],
+                   num_drafts=rd['spec']['num_drafts'], transfers=rd['stats'].get('transfers'), leaks=leaks(pd),
+                   s=round(time.perf_counter() - t0, 1))
+        rows.append(row); print(row, flush=True)
+        ok &= row['lossless'] and row['parity'] and row['leaks'] == 0 and row['transfers'] == len(task)
+    return dict(llm=rows), ok
+
+def bench(devices, quick):
+    rows = pp.bench_nixl((1, 4, 16) if quick else (1, 4, 16, 64, 256), reps=3 if quick else 7, devices=devices)
+    print(pp.bench_table(rows), flush=True)
+    return dict(bench=rows), all(r['nixl_gbs'] > 0 for r in rows)
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--out', required=True, help='JSON file to write')
+    ap.add_argument('--devices', default='cuda:0,cuda:1', help="P's and D's device, comma-separated")
+    ap.add_argument('--quick', action='store_true', help='fewer prompts, sizes and repetitions')
+    a = ap.parse_args(argv)
+    devices = tuple(a.devices.split(','))
+    out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    run = dict(devices=devices, gpus=gpus, torch=torch.__version__, nixl=nixl_status()[1], python=platform.python_version(),
+               quick=a.quick, steps={}, started=time.strftime('%Y-%m-%d %H:%M:%S'))
+    all_ok = True
+    for name, step in (('toy', toy), ('llm', llm), ('bench', bench)):
+        t0 = time.perf_counter()
+        try: res, ok = step(devices, a.quick)
+        except Exception as e: res, ok = dict(error=''.join(traceback.format_exception(e))[-4000:]), False
+        run.update(res); run['steps'][name] = dict(ok=ok, s=round(time.perf_counter() - t0, 1))
+        all_ok &= ok; print(name, run['steps'][name], flush=True)
+        out.write_text(json.dumps(run, indent=1, default=str))  # what is done so far survives a later failure
+    return 0 if all_ok else 1
+
+if __name__ == '__main__': sys.exit(main())
