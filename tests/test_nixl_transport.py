@@ -71,7 +71,10 @@ def test_fault_is_survived_counted_and_leak_free(ref, fault, seen):
 
 def test_bench_reports_positive_rates():
     rows = pp.bench_nixl((1, 2), reps=1)
-    assert [r[0] for r in rows] == [1, 2] and all(x > 0 for r in rows for x in r[1:])
+    assert [r['mib'] for r in rows] == [1, 2]
+    assert all(r[k] > 0 for r in rows for k in ('nixl_gbs', 'peer_copy_gbs', 'local_copy_gbs', 'nixl_over_peer'))
+    for r in rows: assert abs(r['nixl_over_peer'] - r['peer_copy_gbs'] / r['nixl_gbs']) <= 0.02 * r['nixl_over_peer'] + 0.01
+    assert len(pp.bench_table(rows).splitlines()) == 3
 
 def _llm_ready():
     try:
