@@ -82,6 +82,7 @@ class Step:
     num_computed:int # `request.num_computed_tokens` before the step
     num_scheduled:int # tokens scheduled (drafts included)
     num_scheduled_spec:int # draft tokens among them (placeholders included)
+    num_tokens:int # tokens the request holds (`request.num_tokens`: prompt, and outputs sampled so far)
     num_hashed_blocks:int # `len(request.block_hashes)`
 
 def request_steps(prompt_len:int, # prompt tokens
@@ -101,13 +102,13 @@ def request_steps(prompt_len:int, # prompt tokens
     while c < prompt_len:
         s = min(chunk, prompt_len - c)
         spec = k if (pad_first and not steps and s == 1) else 0
-        steps.append(Step(c, s + spec, spec, n // block_size))
+        steps.append(Step(c, s + spec, spec, n, n // block_size))
         c += s
     n += 1                                             # the prompt's last step samples the first output token
     for a in accepted:
-        steps.append(Step(c, 1 + k, k, n // block_size))
+        steps.append(Step(c, 1 + k, k, n, n // block_size))
         c, n = c + 1 + a, n + 1 + a
-    steps.append(Step(c, 0, 0, n // block_size))          # the request finishes: nothing scheduled, the store catches up
+    steps.append(Step(c, 0, 0, n, n // block_size))          # the request finishes: nothing scheduled, the store catches up
     return steps
 
 # %% ../../nbs/09c_draft_accounting.ipynb #ff87468b
@@ -130,15 +131,17 @@ def run_store(steps:list, # `Step`s of one request
              )->StoreRun:
     "Store a request's blocks step by step, with a cursor, as the connector's scheduler does."
     if form not in STORE_FORMS: raise ValueError(f'form must be one of {STORE_FORMS}, got {form!r}')
-    run, cursor = StoreRun(), 0
+    run, cursor, tracked = StoreRun(), 0, None
     for s in steps:
-        if form == 'fixed':
-            n = storable_blocks(connector_num_tokens(s.num_computed, s.num_scheduled, s.num_scheduled_spec),
-                                block_size, s.num_hashed_blocks)
-        else:
-            n = legacy_storable_blocks(legacy_connector_num_tokens(s.num_computed, s.num_scheduled, s.num_scheduled_spec),
-                                       block_size, s.num_hashed_blocks)
-            if form == 'assert' and n > s.num_hashed_blocks:
+        count = (s.num_computed, s.num_scheduled, s.num_scheduled_spec)
+        if form == 'fixed': n = storable_blocks(connector_num_tokens(*count), block_size, s.num_hashed_blocks)
+        elif form == 'skip': n = legacy_storable_blocks(legacy_connector_num_tokens(*count), block_size, s.num_hashed_blocks)
+        else:   # the Mooncake store's tracker: the legacy count once, then the real tokens it can slice
+            if tracked is None: tracked = legacy_connector_num_tokens(*count)
+            elif s.num_scheduled: tracked = max(tracked, min(tracked + s.num_scheduled, s.num_tokens))
+            else: tracked = max(tracked, s.num_computed)      # the finish: the store catches up, as the others do
+            n = legacy_storable_blocks(tracked, block_size, s.num_hashed_blocks)
+            if n > s.num_hashed_blocks:
                 run.failed = ASSERTION
                 return run
         run.stored += [i for i in range(cursor, n) if i < s.num_hashed_blocks]
