@@ -33,13 +33,9 @@ def test_fixed_store_has_no_holes_and_never_asserts(r):
 @given(requests())
 def test_no_step_stores_an_unhashed_block(r):
     P, B, k, steps = r
-    for form in ('fixed', 'skip'):
-        seen = 0
-        for i in range(1, len(steps) + 1):
-            run = run_store(steps[:i], B, form)
-            new = run.stored[seen:]
-            assert all(b < steps[i - 1].num_hashed_blocks for b in new)
-            seen = len(run.stored)
+    for form in STORE_FORMS:
+        run = run_store(steps, B, form)
+        assert all(b < steps[i].num_hashed_blocks for b, i in zip(run.stored, run.at))
         assert len(set(run.stored)) == len(run.stored)
 
 def test_legacy_cursor_leaves_a_hole():

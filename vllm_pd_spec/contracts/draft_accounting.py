@@ -119,6 +119,7 @@ ASSERTION = 'assert token_len // hash_block_size <= len(block_hashes) fails'
 class StoreRun:
     "What a store did over a request's steps."
     stored:list=field(default_factory=list) # block indices, in the order they were stored
+    at:list=field(default_factory=list) # the index of the step that stored each of them
     failed:str|None=None # the assertion that stopped the run, if any
     def holes(self, num_blocks:int # blocks that should be stored by now
              )->list:
@@ -132,7 +133,7 @@ def run_store(steps:list, # `Step`s of one request
     "Store a request's blocks step by step, with a cursor, as the connector's scheduler does."
     if form not in STORE_FORMS: raise ValueError(f'form must be one of {STORE_FORMS}, got {form!r}')
     run, cursor, tracked = StoreRun(), 0, None
-    for s in steps:
+    for i, s in enumerate(steps):
         count = (s.num_computed, s.num_scheduled, s.num_scheduled_spec)
         if form == 'fixed': n = storable_blocks(connector_num_tokens(*count), block_size, s.num_hashed_blocks)
         elif form == 'skip': n = legacy_storable_blocks(legacy_connector_num_tokens(*count), block_size, s.num_hashed_blocks)
@@ -144,6 +145,7 @@ def run_store(steps:list, # `Step`s of one request
             if n > s.num_hashed_blocks:
                 run.failed = ASSERTION
                 return run
-        run.stored += [i for i in range(cursor, n) if i < s.num_hashed_blocks]
+        new = [b for b in range(cursor, n) if b < s.num_hashed_blocks]
+        run.stored += new; run.at += [i] * len(new)
         cursor = max(cursor, n)
     return run
