@@ -63,3 +63,7 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match='fa_hit'): plain_hit(10, set(), 5)
     with pytest.raises(ValueError, match='state_boundaries'): plain_hit(1, {0}, 5)
     with pytest.raises(ValueError, match='num_external'): resume_boundary(1, set(), 5, -1)
+
+def test_sources_name_real_forms():
+    import vllm_pd_spec.contracts.connector_lookup as mod
+    for form in mod.SOURCES: assert callable(getattr(mod, form.split('(')[0])), form

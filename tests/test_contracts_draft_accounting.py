@@ -82,3 +82,7 @@ def test_store_tracker_leaves_no_holes_when_it_does_not_assert(r):
     P, B, k, steps = r
     run = run_store(steps, B, 'assert')
     if run.failed is None: assert run.holes(due(steps, B)) == []
+
+def test_sources_name_real_forms():
+    import vllm_pd_spec.contracts.draft_accounting as mod
+    for form in mod.SOURCES: assert callable(getattr(mod, form.split('(')[0])), form

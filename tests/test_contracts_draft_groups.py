@@ -76,3 +76,7 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match='num_draft_layers'): CacheGroup('full_attention', 1, -1)
     with pytest.raises(ValueError, match='method'): drop_group_ids([CacheGroup('mamba')], 'medusa')
     with pytest.raises(ValueError, match='consumer'): consumer_drop_group_ids([CacheGroup('mamba')], 'mtp', 'nixl')
+
+def test_sources_name_real_forms():
+    import vllm_pd_spec.contracts.draft_groups as mod
+    for form in mod.SOURCES: assert callable(getattr(mod, form.split('(')[0])), form

@@ -67,3 +67,7 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match='mode'): mamba_block_ids(4, 4, 0, 'dense')
     with pytest.raises(ValueError, match='num_speculative_blocks'): mamba_block_ids(4, 4, -1)
     assert state_slots([], 3) == []
+
+def test_sources_name_real_forms():
+    import vllm_pd_spec.contracts.state_slots as mod
+    for form in mod.SOURCES: assert callable(getattr(mod, form.split('(')[0])), form
