@@ -13,16 +13,17 @@ import argparse, importlib, importlib.metadata as md, importlib.resources, json,
 from pathlib import Path
 from .harness import Finding, registered_probes
 
-# %% ../../nbs/07_audit.ipynb #334ed2ed
+# %% ../../nbs/07_audit.ipynb #f83cc182
 def saved_versions()->list:
     "vLLM versions whose audit ships in `vllm_pd_spec/data/audit_vllm_<version>.json`."
     d = importlib.resources.files('vllm_pd_spec') / 'data'
     return sorted(p.name[len('audit_vllm_'):-len('.json')] for p in d.iterdir() if p.name.startswith('audit_vllm_'))
 
-def saved_audit(version:str='0.33.0' # a version in `saved_versions()`
+def saved_audit(version:str='0.33.0', # a version in `saved_versions()`
+                plugin:bool=False # the audit with `vllm_pd_spec.plugin` applied (`audit --with-plugin`)
                )->list:
     "The findings (dicts) of the saved audit of vLLM `version`."
-    p = importlib.resources.files('vllm_pd_spec') / 'data' / f'audit_vllm_{version}.json'
+    p = importlib.resources.files('vllm_pd_spec') / 'data' / f'audit_{"plugin_" if plugin else ""}vllm_{version}.json'
     return json.loads(p.read_text())
 
 # %% ../../nbs/07_audit.ipynb #09de21ba
