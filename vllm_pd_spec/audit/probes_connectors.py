@@ -15,7 +15,7 @@ from .probes import backoff_cases, show_backoff, connector_scheduler, p_side, ou
 __all__ = ['CONNECTOR_ROOT', 'CONNECTORS', 'TRUNCATION_RE', 'truncating_modules', 'connector_classes', 'modes', 'd_side',
            'synchronous_remote_count', 'probe_connector', 'probe_connectors']
 
-# %% ../../nbs/07d_audit_probes_connectors.ipynb #a69dbd19
+# %% ../../nbs/07d_audit_probes_connectors.ipynb #ce161a78
 CONNECTOR_ROOT = 'vllm.distributed.kv_transfer.kv_connector'
 CONNECTORS = tuple(f'{CONNECTOR_ROOT}.v1.{p}' for p in (
     'nixl.pull_scheduler:NixlPullConnectorScheduler', 'nixl.push_scheduler:NixlPushConnectorScheduler',
@@ -42,10 +42,10 @@ def connector_classes(root:str=CONNECTOR_ROOT, # the connectors' package
     known = CONNECTORS if known is None else known
     for path in known:
         mod = path.partition(':')[0]
-        if importlib.util.find_spec(mod.rpartition('.')[0]) is None: continue
+        if not _exists(mod): continue  # not in this vLLM (or no vLLM at all)
         cls = locate(path)
         if cls is not None: found[path] = cls
-        elif locate(mod) is None and importlib.util.find_spec(mod) is not None: errors[mod] = _import_error(mod)
+        elif locate(mod) is None: errors[mod] = _import_error(mod)
     for name in truncating_modules(root):
         try: mod = importlib.import_module(name)
         except Exception as e: errors[name] = f'{type(e).__name__}: {e}'[:160]; continue
@@ -54,6 +54,11 @@ def connector_classes(root:str=CONNECTOR_ROOT, # the connectors' package
             if any(TRUNCATION_RE.match(f'def {a}(') for a in dir(cls)): found.setdefault(f'{name}:{cname}', cls)
     leaves = {q: c for q, c in found.items() if not any(o is not c and issubclass(o, c) for o in found.values())}
     return leaves, errors
+
+def _exists(mod:str)->bool:
+    "True when module `mod`'s file exists (its package imports), without importing `mod` itself."
+    try: return importlib.util.find_spec(mod) is not None
+    except Exception: return False
 
 def _import_error(mod:str)->str:
     try: importlib.import_module(mod); return ''
