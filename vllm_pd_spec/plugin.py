@@ -84,14 +84,14 @@ def _moriio_init(original):
             self._max_decode_tail_blocks = -(-tail_tokens // self.block_size)
     return _mark(__init__)
 
-# %% ../nbs/07e_plugin.ipynb #b0af7fca
+# %% ../nbs/07e_plugin.ipynb #d7833dfa
 _CONN = 'vllm.distributed.kv_transfer.kv_connector.v1.'
 
 @dataclass
 class ConnectorPatch:
     "One connector scheduler class: what the plugin replaces, and the code it recognises."
     path:str # `module:Class`
-    methods:dict # method name -> replacement (a function, or `wrap:` a function of the original)
+    methods:dict # method name -> replacement (for `__init__`: a function of the original returning the wrapper)
     reads:tuple # methods whose source is fingerprinted
     fingerprints:dict=field(default_factory=dict) # vLLM version -> fingerprint of `reads` there
 
