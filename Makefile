@@ -102,15 +102,42 @@ $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION): tools/vllm_requirements.py
 $(VLLM_OLD_VENV)/.installed-vllm-$(VLLM_OLD_VERSION): tools/vllm_requirements.py
 	$(call vllm_venv,$(VLLM_OLD_VENV),$(VLLM_OLD_VERSION))
 
-# Print the audit table and (re)write the saved audit the docs show.
-audit: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION)
+# This package again (--no-deps) whenever pyproject.toml changes: its entry points, the vLLM plugin included.
+$(VLLM_VENV)/.installed-pkg: pyproject.toml $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION)
+	$(VLLM_VENV)/bin/python -m pip install -q -c $(VLLM_VENV)/constraints.txt --no-deps -e .
+	touch $@
+
+$(VLLM_OLD_VENV)/.installed-pkg: pyproject.toml $(VLLM_OLD_VENV)/.installed-vllm-$(VLLM_OLD_VERSION)
+	$(VLLM_OLD_VENV)/bin/python -m pip install -q -c $(VLLM_OLD_VENV)/constraints.txt --no-deps -e .
+	touch $@
+
+# vLLM's own KV-connector test helpers (tests/v1/kv_connector/unit/utils.py), taken from its source release: pip
+# downloads the sdist (preparing its metadata needs setuptools-rust and setuptools-scm; VLLM_TARGET_DEVICE=empty builds
+# nothing), and only that file is extracted. tests/test_plugin_vllm.py builds its configs and requests with them.
+VLLM_TEST_UTILS := .cache/vllm-tests/$(VLLM_VERSION)/kv_connector_utils.py
+$(VLLM_TEST_UTILS): | $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION)
+	$(VLLM_VENV)/bin/python -m pip install -q -c $(VLLM_VENV)/constraints.txt setuptools-rust setuptools-scm
+	VLLM_TARGET_DEVICE=empty VLLM_VERSION_OVERRIDE=$(VLLM_VERSION) $(VLLM_VENV)/bin/python -m pip download -q --no-deps \
+	  --no-binary :all: --no-build-isolation vllm==$(VLLM_VERSION) -d $(VLLM_WHEELS)
+	mkdir -p $(@D)
+	tar -xzf $(VLLM_WHEELS)/vllm-$(VLLM_VERSION).tar.gz -O vllm-$(VLLM_VERSION)/tests/v1/kv_connector/unit/utils.py > $@.tmp
+	mv $@.tmp $@
+
+# Print the audit tables, without and with the plugin, and (re)write the saved audits the docs show.
+audit: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION) $(VLLM_VENV)/.installed-pkg
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit --json vllm_pd_spec/data/audit_vllm_$(VLLM_VERSION).json
+	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit --with-plugin --json vllm_pd_spec/data/audit_plugin_vllm_$(VLLM_VERSION).json
 
-# The audit against the real vLLM, verdicts asserted (tests/test_audit_vllm.py), plus the fake-vLLM unit tests.
-test-vllm: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION)
-	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m pytest tests/test_audit_vllm.py tests/test_audit.py -q -p no:cacheprovider
+# The audit against the real vLLM, verdicts asserted (tests/test_audit_vllm.py), the plugin on vLLM's own connector
+# schedulers (tests/test_plugin_vllm.py), plus the fake-vLLM unit tests; then the audit tables without and with the plugin.
+test-vllm: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION) $(VLLM_VENV)/.installed-pkg $(VLLM_TEST_UTILS)
+	HF_HUB_OFFLINE=1 VLLM_KV_TEST_UTILS=$(VLLM_TEST_UTILS) $(VLLM_VENV)/bin/python -m pytest tests/test_audit_vllm.py \
+	  tests/test_plugin_vllm.py tests/test_audit.py tests/test_plugin.py -q -p no:cacheprovider
+	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit 2>/dev/null
+	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit --with-plugin 2>/dev/null
 
-# The same against a vLLM released before the ordering and backoff fixes.
-audit-old: $(VLLM_OLD_VENV)/.installed-vllm-$(VLLM_OLD_VERSION)
+# The same against a vLLM released before the ordering and backoff fixes (the plugin refuses it: exit status 3).
+audit-old: $(VLLM_OLD_VENV)/.installed-vllm-$(VLLM_OLD_VERSION) $(VLLM_OLD_VENV)/.installed-pkg
 	HF_HUB_OFFLINE=1 $(VLLM_OLD_VENV)/bin/vllm-pd-spec audit --json vllm_pd_spec/data/audit_vllm_$(VLLM_OLD_VERSION).json
+	HF_HUB_OFFLINE=1 $(VLLM_OLD_VENV)/bin/vllm-pd-spec audit --with-plugin || test $$? -eq 3
 	HF_HUB_OFFLINE=1 $(VLLM_OLD_VENV)/bin/python -m pytest tests/test_audit_vllm.py -q -p no:cacheprovider

@@ -6,7 +6,7 @@ this file, so `inspect.getsource` finds them."""
 import json, subprocess, sys, types
 from types import SimpleNamespace as NS
 import pytest
-from vllm_pd_spec.audit import probes as P, main as M
+from vllm_pd_spec.audit import harness as H, probes as P, probes_runner as R, probes_connectors as C, main as M
 
 # ---------------------------------------------------------------- fake vLLM pieces
 class SamplingParams:
@@ -33,6 +33,7 @@ class SpeculativeConfig:
                                             self.num_speculative_tokens) > 1
 
 class FixedVllmConfig:
+    "vLLM 0.33.0's properties."
     @property
     def num_prefill_lookahead_tokens(self):
         sc = self.speculative_config
@@ -42,12 +43,21 @@ class FixedVllmConfig:
     def num_lookahead_tokens(self):
         sc = self.speculative_config
         if sc is None: return 0
-        if sc.use_dflash(): return sc.num_speculative_tokens + 1
+        fill_in = sc.use_dspark() and not getattr(sc.draft_model_config.hf_config, 'sample_from_anchor', True)
+        if sc.use_dflash() or fill_in: return sc.num_speculative_tokens + 1
         return sc.num_speculative_tokens if sc.use_eagle() or sc.uses_draft_model() else 0
 
 class LegacyVllmConfig:
     @property
-    def num_lookahead_tokens(self):  # pre-#42971: DFlash gets k like the rest
+    def num_lookahead_tokens(self):  # 0.27.1's numbers: DFlash k + 1, DSpark k in either mode
+        sc = self.speculative_config
+        if sc is None: return 0
+        if sc.use_dflash(): return sc.num_speculative_tokens + 1
+        return sc.num_speculative_tokens if sc.use_eagle() or sc.uses_draft_model() else 0
+
+class Pre42971VllmConfig:
+    @property
+    def num_lookahead_tokens(self):  # before #42971: DFlash gets k like the rest
         sc = self.speculative_config
         return 0 if sc is None or not (sc.use_eagle() or sc.uses_draft_model()) else sc.num_speculative_tokens
 
@@ -60,6 +70,16 @@ class FixedScheduler:
         return max(num_new_tokens, 0)
     def add_request(self, request):
         if self.connector is not None: self.connector.on_new_request(request)
+    def schedule(self):
+        load_kv_async = False
+        for request in self.waiting:
+            limit_lookahead_tokens = load_kv_async and self.num_lookahead_tokens > 0
+            effective_lookahead_tokens = 0 if limit_lookahead_tokens else self.num_lookahead_tokens
+            self.kv_cache_manager.allocate_slots(request, 1, num_lookahead_tokens=effective_lookahead_tokens,
+                                                 delay_cache_blocks=load_kv_async)
+
+class Scheduler43733:
+    "#43733's form: lookahead withheld during an async load for eagle-family drafters only."
     def schedule(self):
         load_kv_async = False
         for request in self.waiting:
@@ -127,6 +147,7 @@ class FakeKVCacheManager:
     def free(self, request): self.cached = max(self.cached, request.num_prompt_tokens // self.block * self.block)
 
 class V1Runner:
+    "vLLM 0.33.0: the count rule, plus a one-token decode row without drafts as a spec row with 0 drafts."
     def _prepare_inputs(self, scheduler_output, num_scheduled_tokens, num_reqs):
         import numpy as np
         if scheduler_output.total == 0: return None
@@ -139,20 +160,36 @@ class V1Runner:
                 num_draft_tokens[req_idx] = draft_len
                 if num_scheduled_tokens[req_idx] == draft_len + 1:
                     num_decode_draft_tokens[req_idx] = draft_len
+            zero_draft_decode_mask = (self.input_batch.num_computed_tokens_cpu[:num_reqs] >=
+                                      self.input_batch.num_prompt_tokens[:num_reqs]) & (num_scheduled_tokens[:num_reqs] == 1)
+            num_decode_draft_tokens[(num_decode_draft_tokens < 0) & zero_draft_decode_mask] = 0
+            self.num_decode_draft_tokens.np[:num_reqs] = num_decode_draft_tokens
+
+class V1Runner0271:
+    "vLLM 0.27.1 (#47466): the count rule only."
+    def _prepare_inputs(self, scheduler_output, num_scheduled_tokens, num_reqs):
+        import numpy as np
+        if scheduler_output.total == 0: return None
+        else:
+            num_decode_draft_tokens = np.full(num_reqs, -1, dtype=np.int32)
+            for req_id, draft_token_ids in scheduler_output.scheduled_spec_decode_tokens.items():
+                req_idx = self.input_batch.req_id_to_index[req_id]
+                if num_scheduled_tokens[req_idx] == len(draft_token_ids) + 1:
+                    num_decode_draft_tokens[req_idx] = len(draft_token_ids)
             self.num_decode_draft_tokens.np[:num_reqs] = num_decode_draft_tokens
 
 class LegacyV1Runner:
-    "Before #47466: a row is a decode row once its prompt is computed, or when it is new on a decode instance."
+    "Before #47466: a row with drafts is a decode row once its prompt is computed, or when it is new on a decode instance."
     def _prepare_inputs(self, scheduler_output, num_scheduled_tokens, num_reqs, new_schedule_reqs):
         import numpy as np
         if scheduler_output.total == 0: return None
         else:
             num_decode_draft_tokens = np.full(num_reqs, -1, dtype=np.int32)
-            for req_id, req_idx in self.input_batch.req_id_to_index.items():
-                draft_len = len(scheduler_output.scheduled_spec_decode_tokens.get(req_id, []))
+            for req_id, draft_token_ids in scheduler_output.scheduled_spec_decode_tokens.items():
+                req_idx = self.input_batch.req_id_to_index[req_id]
                 if (self.is_kv_consumer and req_id in new_schedule_reqs) or \
                         self.input_batch.num_computed_tokens_cpu[req_idx] >= self.input_batch.num_prompt_tokens[req_idx]:
-                    num_decode_draft_tokens[req_idx] = draft_len
+                    num_decode_draft_tokens[req_idx] = len(draft_token_ids)
 
 def _mod(name, **attrs):
     m = types.ModuleType(name); m.__dict__.update(attrs); return m
@@ -185,22 +222,22 @@ def verdicts(findings): return [f.verdict for f in findings]
 # ---------------------------------------------------------------- the verdict rule
 def test_classify_three_outcomes():
     fx, lg = (lambda c: c + 1), (lambda c: c)
-    f = P.classify('t', 'l', range(3), fx, fx, lg)
+    f = H.classify('t', 'l', range(3), fx, fx, lg)
     assert (f.verdict, f.cases, f.counterexample) == ('fixed', 3, '0: vLLM 1, fixed 1, legacy 0')
-    assert P.classify('t', 'l', range(3), lg, fx, lg).verdict == 'legacy'
-    f = P.classify('t', 'l', range(3), lambda c: 1 // (c - 1), fx, lg)
-    assert f.verdict == 'differs' and 'raises ZeroDivisionError' in str(P.answer(lambda: 1 // 0))
+    assert H.classify('t', 'l', range(3), lg, fx, lg).verdict == 'legacy'
+    f = H.classify('t', 'l', range(3), lambda c: 1 // (c - 1), fx, lg)
+    assert f.verdict == 'differs' and 'raises ZeroDivisionError' in str(H.answer(lambda: 1 // 0))
 
 def test_locate_never_raises():
-    assert P.locate('vllm_surely_missing.x:Y') is None and P.locate('json:no_such') is None
-    assert P.locate('json:dumps') is json.dumps
+    assert H.locate('vllm_surely_missing.x:Y') is None and H.locate('json:no_such') is None
+    assert H.locate('json:dumps') is json.dumps
 
 # ---------------------------------------------------------------- 1. lookahead
 def test_lookahead_property_fixed_and_not_present(fake_vllm):
     assert verdicts(P.probe_prefill_lookahead_property()) == ['not present']
     fake_vllm('vllm.config', VllmConfig=FixedVllmConfig)
     f, = P.probe_prefill_lookahead_property()
-    assert f.verdict == 'fixed' and f.cases == len(P.spec_grid())
+    assert f.verdict == 'fixed' and f.cases == len(H.spec_grid())
 
 def test_reserve_prefill_lookahead_paths(fake_vllm):
     assert verdicts(P.probe_reserve_prefill_lookahead()) == ['not present']
@@ -251,72 +288,125 @@ def test_ordering_not_present(fake_vllm):
 
 # ---------------------------------------------------------------- 4. slots
 def test_num_lookahead_tokens_paths(fake_vllm):
-    assert verdicts(P.probe_num_lookahead_tokens()) == ['not present']
+    assert verdicts(R.probe_num_lookahead_tokens()) == ['not present']
     fake_vllm('vllm.config', VllmConfig=FixedVllmConfig)
-    assert verdicts(P.probe_num_lookahead_tokens()) == ['fixed']
+    f, = R.probe_num_lookahead_tokens()
+    assert f.verdict == 'fixed' and 'fill-in' in f.counterexample  # the case that tells 0.33.0 from 0.27.1
     fake_vllm('vllm.config', VllmConfig=LegacyVllmConfig)
-    f, = P.probe_num_lookahead_tokens()
-    assert f.verdict == 'legacy' and f.counterexample.startswith('dflash')
+    f, = R.probe_num_lookahead_tokens()
+    assert f.verdict == 'legacy' and f.counterexample.startswith('dspark') and 'fill-in' in f.counterexample
+    fake_vllm('vllm.config', VllmConfig=Pre42971VllmConfig)
+    f, = R.probe_num_lookahead_tokens()
+    assert f.verdict == 'differs' and 'matches on every case: pre-#42971' in f.note
 
 def test_effective_lookahead_by_source(fake_vllm):
-    assert verdicts(P.probe_effective_lookahead()) == ['not present']
+    assert verdicts(R.probe_effective_lookahead()) == ['not present']
     fake_vllm(SCHED, Scheduler=FixedScheduler)
-    f, = P.probe_effective_lookahead()
-    assert (f.verdict, f.how) == ('fixed', 'by source') and 'load_kv_async and self.use_eagle' in f.note
+    f, = R.probe_effective_lookahead()
+    assert (f.verdict, f.how) == ('fixed', 'by source') and 'self.num_lookahead_tokens > 0' in f.note
+    fake_vllm(SCHED, Scheduler=Scheduler43733)
+    f, = R.probe_effective_lookahead()
+    assert f.verdict == 'differs' and f.counterexample.startswith('draft_model') and 'matches on every case: #43733' in f.note
     fake_vllm(SCHED, Scheduler=LegacyScheduler)
-    assert verdicts(P.probe_effective_lookahead()) == ['legacy']
+    assert verdicts(R.probe_effective_lookahead()) == ['legacy']
 
 # ---------------------------------------------------------------- 5. rows
-def test_v1_rows_by_source(fake_vllm):
-    fake_vllm('vllm.v1.worker.gpu_model_runner', GPUModelRunner=V1Runner)
-    f = P.probe_rows()[0]
-    assert f.how == 'by source' and f.verdict == 'fixed', f.counterexample
-    fake_vllm('vllm.v1.worker.gpu_model_runner', GPUModelRunner=LegacyV1Runner)
-    f = P.probe_rows()[0]
-    assert f.verdict == 'legacy' and f.counterexample, f.counterexample
+@pytest.mark.parametrize('runner,verdict,named', [(V1Runner, 'fixed', ''), (V1Runner0271, 'legacy', ''),
+                                                  (LegacyV1Runner, 'differs', 'matches on every case: pre-#47466')])
+def test_v1_rows_by_source(fake_vllm, runner, verdict, named):
+    fake_vllm('vllm.v1.worker.gpu_model_runner', GPUModelRunner=runner)
+    f = R.probe_rows()[0]
+    assert (f.how, f.verdict) == ('by source', verdict), f.counterexample
+    assert f.counterexample and named in f.note
 
 def test_rows_not_present(fake_vllm):
-    assert verdicts(P.probe_rows()) == ['not present', 'not present']
+    assert verdicts(R.probe_rows()) == ['not present', 'not present']
 
 # ---------------------------------------------------------------- 6. kernel, connectors
 def test_kernel_not_present(fake_vllm):
-    assert verdicts(P.probe_kernel(3)) == ['not present']
+    assert verdicts(R.probe_kernel(3)) == ['not present']
 
 def test_fuzz_batches_cover_every_row_kind():
     kinds = set()
     for s in range(40):
-        b = P.fuzz_batch(s)
+        b = R.fuzz_batch(s)
         for r, slot in enumerate(b['idx_mapping']):
             p, seq = b['prefill_len'][slot], b['seq_lens'][r]
             nl = b['cu_num_logits'][r + 1] - b['cu_num_logits'][r]
             kinds.add('prefill' if seq <= p else 'tail' if seq - nl < p else 'decode')
     assert kinds == {'prefill', 'tail', 'decode'}
 
+MAMBA_ONLY = """
+class MambaOnlyScheduler:
+    def _truncate_mamba_request_for_prefill(self, request):
+        params = request.kv_transfer_params
+        if params is not None and not params.get("_p_side_truncated") and request.num_prompt_tokens > 1:
+            request.prompt_token_ids.pop(); request._all_token_ids.pop()
+            request.num_prompt_tokens -= 1; request.max_tokens = 1; params["_p_side_truncated"] = True
+    def on_new_request(self, request):
+        if (request.kv_transfer_params or {}).get("do_remote_decode") and self._has_mamba:
+            self._truncate_mamba_request_for_prefill(request)
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        if not (request.kv_transfer_params or {}).get("do_remote_prefill"): return 0, False
+        n = request.num_prompt_tokens - (1 if self._has_mamba and request.num_prompt_tokens > 1 else 0) - num_computed_tokens
+        return (n, True) if n > 0 else (0, False)
+
+class LateScheduler(MambaOnlyScheduler):
+    "Truncates in get_num_new_matched_tokens (after the prefix lookup); has an on_new_request that does not truncate."
+    def on_new_request(self, request): pass
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        if (request.kv_transfer_params or {}).get("do_remote_decode") and self._has_mamba:
+            self._truncate_mamba_request_for_prefill(request)
+        return MambaOnlyScheduler.get_num_new_matched_tokens(self, request, num_computed_tokens)
+"""
+
 def test_connector_scan(fake_vllm, tmp_path, monkeypatch):
     root = tmp_path / 'fakeconn'; root.mkdir()
     (root / '__init__.py').write_text('')
-    (root / 'mamba_only.py').write_text(
-        'class MambaOnlyScheduler:\n'
-        '    def _truncate_mamba_request_for_prefill(self, request):\n'
-        '        params = request.kv_transfer_params\n'
-        '        if params is not None and not params.get("_p_side_truncated") and request.num_prompt_tokens > 1:\n'
-        '            request.prompt_token_ids.pop(); request._all_token_ids.pop()\n'
-        '            request.num_prompt_tokens -= 1; request.max_tokens = 1; params["_p_side_truncated"] = True\n'
-        '    def on_new_request(self, request):\n'
-        '        if (request.kv_transfer_params or {}).get("do_remote_decode") and self._has_mamba:\n'
-        '            self._truncate_mamba_request_for_prefill(request)\n')
+    (root / 'mamba_only.py').write_text(MAMBA_ONLY)
     (root / 'other.py').write_text('class Unrelated:\n    def on_new_request(self, request): pass\n')
     (root / 'broken.py').write_text('import surely_not_installed_xyz\ndef _prefill_backoff(self): return 0\n'
                                     'class B:\n    def _prefill_backoff(self): return 0\n')
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(P, 'CONNECTOR_ROOT', 'fakeconn')
-    assert sorted(P.truncating_modules('fakeconn')) == ['fakeconn.broken', 'fakeconn.mamba_only']
-    found, errors = P.connector_classes('fakeconn')
-    assert list(found) == ['fakeconn.mamba_only:MambaOnlyScheduler'] and 'fakeconn.broken' in errors
-    monkeypatch.setattr(P, 'connector_classes', lambda root=None: (found, errors))
-    fs = P.probe_connectors()
-    assert [(f.connector, f.verdict) for f in fs] == [('MambaOnlyScheduler', 'legacy'), ('broken', 'error')]
-    assert "Mamba's single token only" in fs[0].note
+    assert sorted(C.truncating_modules('fakeconn')) == ['fakeconn.broken', 'fakeconn.mamba_only']
+    found, errors = C.connector_classes('fakeconn', known=('fakeconn.other:Unrelated', 'fakeconn.absent:Nothing'))
+    assert sorted(found) == ['fakeconn.mamba_only:LateScheduler', 'fakeconn.other:Unrelated'] and list(errors) == ['fakeconn.broken']
+    found.pop('fakeconn.other:Unrelated')
+    monkeypatch.setattr(C, 'connector_classes', lambda root=None, known=None: (found, errors))
+    fs = C.probe_connectors()
+    assert [(f.connector, f.verdict) for f in fs] == [('LateScheduler', 'legacy'), ('broken', 'error')]
+    assert "Mamba's single token only" in fs[0].note and 'truncates in: get_num_new_matched_tokens' in fs[0].note
+    assert 'D side (asynchronous load): legacy' in fs[0].note
+
+def test_connector_d_side_against_the_contract(fake_vllm, tmp_path, monkeypatch):
+    "A connector whose P side follows the contract but whose D side loads Mamba's count is `differs`."
+    from vllm_pd_spec.contracts import backoff as B
+    ns = {}; exec(MAMBA_ONLY, ns)
+    class Half(ns['MambaOnlyScheduler']):
+        def on_new_request(self, request):
+            if (request.kv_transfer_params or {}).get('do_remote_decode'):
+                B.truncate_request_for_prefill(request, B.prefill_backoff(self._has_mamba, self.vllm_config.num_prefill_lookahead_tokens))
+    f = C.probe_connector(Half)
+    assert f.verdict == 'differs' and f.counterexample.startswith('D: ') and 'P side applies the multi-module MTP backoff' in f.note
+
+def test_synchronous_loader_keeps_one_token():
+    assert [C.synchronous_remote_count(n, b) for n, b in [(9, 0), (9, 1), (9, 3), (3, 3), (1, 0)]] == [8, 8, 6, 2, 0]
+
+# ---------------------------------------------------------------- the registry
+def test_registry_orders_by_fix_and_finds_new_modules(tmp_path, monkeypatch):
+    names = [p.__name__ for p in H.registered_probes()]
+    assert names[:3] == ['probe_prefill_lookahead_property', 'probe_lookahead_consumers', 'probe_reserve_prefill_lookahead']
+    assert names[-1] == 'probe_connectors' and 'probe_kernel' in names
+    pkg = tmp_path / 'fakeaudit'; pkg.mkdir()
+    (pkg / '__init__.py').write_text('')
+    (pkg / 'probes_extra.py').write_text('from vllm_pd_spec.audit.harness import probe, Finding\n'
+                                         '@probe(fix=7)\ndef probe_extra(): return [Finding("7. extra", "x", "fixed", 1)]\n')
+    (pkg / 'helpers.py').write_text('raise RuntimeError("not a probe module, never imported")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(H, 'PROBES', dict(H.PROBES))
+    got = [p.__name__ for p in H.registered_probes('fakeaudit')]
+    assert got.index('probe_extra') == got.index('probe_connectors') - 1  # after fix 6, before the connectors
+    assert [f.contract for f in M.audit([H.PROBES[('fakeaudit.probes_extra', 'probe_extra')]])] == ['7. extra']
 
 # ---------------------------------------------------------------- the runner and the CLI
 def test_audit_turns_a_crashing_probe_into_an_error_row():
@@ -327,8 +417,8 @@ def test_audit_turns_a_crashing_probe_into_an_error_row():
     assert f.verdict == 'error' and 'kaput' in f.note
 
 def test_table_and_json_shapes():
-    fs = [P.Finding('c', 'vllm/x.py:f', 'fixed', 3, 'a: vLLM 1, fixed 1, legacy 0'),
-          P.Finding('connector: X', 'vllm/y.py:X', 'legacy', 2, 'b', connector='X')]
+    fs = [H.Finding('c', 'vllm/x.py:f', 'fixed', 3, 'a: vLLM 1, fixed 1, legacy 0'),
+          H.Finding('connector: X', 'vllm/y.py:X', 'legacy', 2, 'b', connector='X')]
     t = M.table(fs)
     assert t.splitlines()[0].split() == ['contract', 'where', 'in', 'vLLM', 'verdict', 'cases', 'first', 'counterexample']
     d = [f.as_dict() for f in fs]
@@ -339,7 +429,7 @@ def test_table_and_json_shapes():
 def test_saved_audits_load():
     assert {'0.33.0', '0.27.1'} <= set(M.saved_versions())
     for v in ('0.33.0', '0.27.1'):
-        assert all(f['verdict'] in P.VERDICTS for f in M.saved_audit(v))
+        assert all(f['verdict'] in H.VERDICTS for f in M.saved_audit(v))
 
 def test_run_audit_exits_2_with_install_hint_when_vllm_is_missing(monkeypatch, capsys):
     monkeypatch.setattr(M, 'import_vllm', lambda: "ModuleNotFoundError: No module named 'vllm'")

@@ -20,7 +20,7 @@ def findings():
     from vllm_pd_spec.audit.main import audit
     return {f.contract: f for f in audit()}
 
-EXPECTED = {  # contract -> verdict, per vLLM version
+EXPECTED = {  # contract -> verdict, per vLLM version (fixed: 0.33.0's behaviour; legacy: 0.27.1's or the release before the fix)
     '0.33.0': {
         '1. lookahead: VllmConfig.num_prefill_lookahead_tokens': 'fixed',
         '1. lookahead consumer: sliding-window extra_retained_tokens': 'fixed',
@@ -34,31 +34,39 @@ EXPECTED = {  # contract -> verdict, per vLLM version
         '3. ordering: #53514 prefix-hit replay (NixlPushConnectorScheduler)': 'fixed',
         '3. ordering: #53514 replay through Scheduler.schedule (NixlConnector)': 'fixed',
         '4. slots: VllmConfig.num_lookahead_tokens': 'fixed',
-        '4. slots: Scheduler.schedule effective lookahead (waiting requests)': 'differs',
-        '5. rows: V1 GPUModelRunner num_decode_draft_tokens': 'differs',
-        '5. rows: V2 MambaHybridModelState.prepare_attn': 'differs',
+        '4. slots: Scheduler.schedule effective lookahead (waiting requests)': 'fixed',
+        '5. rows: V1 GPUModelRunner num_decode_draft_tokens': 'fixed',
+        '5. rows: V2 MambaHybridModelState.prepare_attn': 'fixed',
         '6. guard: _combine_sampled_and_draft_tokens_kernel': 'fixed',
-        'connector: MooncakeConnectorScheduler': 'legacy',
-        'connector: MoRIIOConnectorScheduler': 'legacy',
         'connector: NixlPullConnectorScheduler': 'fixed',
         'connector: NixlPushConnectorScheduler': 'fixed',
+        'connector: MooncakeConnectorScheduler': 'legacy',
+        'connector: MoRIIOConnectorScheduler': 'legacy',
     },
     '0.27.1': {
         '1. lookahead: VllmConfig.num_prefill_lookahead_tokens': 'not present',
+        '1. lookahead consumer: sliding-window extra_retained_tokens': 'not present',
+        '1. lookahead consumer: scheduler num_prefill_lookahead': 'not present',
+        '1. lookahead consumer: model runner V2 next_prefill_tokens rows': 'differs',
+        '1. lookahead consumer: Scheduler._reserve_prefill_lookahead': 'not present',
         '2. backoff: _prefill_backoff': 'not present',
         '2. backoff: D-side remote prefill token count': 'legacy',
         '2. backoff: P-side truncation (twice, on vllm.v1.request.Request)': 'legacy',
         '3. ordering: #53514 prefix-hit replay (NixlPullConnectorScheduler)': 'legacy',
         '3. ordering: #53514 prefix-hit replay (NixlPushConnectorScheduler)': 'legacy',
         '3. ordering: #53514 replay through Scheduler.schedule (NixlConnector)': 'legacy',
-        '4. slots: Scheduler.__init__ num_lookahead_tokens': 'fixed',
-        '5. rows: V1 GPUModelRunner num_decode_draft_tokens': 'fixed',
+        '4. slots: Scheduler.__init__ num_lookahead_tokens': 'legacy',
+        '4. slots: Scheduler.schedule effective lookahead (waiting requests)': 'fixed',
+        '5. rows: V1 GPUModelRunner num_decode_draft_tokens': 'legacy',
+        '5. rows: V2 MambaHybridModelState.prepare_attn': 'legacy',
         '6. guard: _combine_sampled_and_draft_tokens_kernel': 'fixed',
-        'connector: MooncakeConnectorScheduler': 'legacy',
         'connector: NixlPullConnectorScheduler': 'legacy',
         'connector: NixlPushConnectorScheduler': 'legacy',
+        'connector: MooncakeConnectorScheduler': 'legacy',
+        'connector: MoRIIOConnectorScheduler': 'differs',
     },
 }
+PATCHED = ('connector: MooncakeConnectorScheduler', 'connector: MoRIIOConnectorScheduler')  # what the plugin fixes on 0.33.0
 
 def _expected():
     v = _vllm().__version__
@@ -69,6 +77,29 @@ def test_verdicts(findings):
     v, want = _expected()
     got = {c: findings[c].verdict if c in findings else 'missing row' for c in want}
     assert got == want, f'vLLM {v}'
+
+def test_where_the_p_side_truncates(findings):
+    "Found by running the hooks: 0.33.0 truncates in on_new_request, 0.27.1's NIXL in get_num_new_matched_tokens."
+    v, _ = _expected()
+    hook = {'0.33.0': 'on_new_request', '0.27.1': 'get_num_new_matched_tokens'}[v]
+    for c in ('connector: NixlPullConnectorScheduler', '2. backoff: P-side truncation (twice, on vllm.v1.request.Request)'):
+        assert f'truncates in: {hook};' in findings[c].note, findings[c].note
+
+def test_with_plugin_only_the_patched_connectors_change(findings):
+    "`audit --with-plugin`: Mooncake and MoRI-IO come out fixed on 0.33.0, every other row keeps its verdict; 0.27.1 is refused."
+    v, _ = _expected()
+    from vllm_pd_spec import plugin
+    from vllm_pd_spec.audit.main import audit, saved_audit
+    if v != '0.33.0':
+        with pytest.raises(plugin.PluginRefused): plugin.apply()
+        assert not plugin._applied
+        return
+    with plugin.applied():
+        patched = {f.contract: f for f in audit()}
+    changed = {c: (f.verdict, patched[c].verdict) for c, f in findings.items() if patched[c].verdict != f.verdict}
+    assert changed == {c: ('legacy', 'fixed') for c in PATCHED}
+    assert all('patched by vllm_pd_spec.plugin' in patched[c].note for c in PATCHED)
+    assert {f['contract']: f['verdict'] for f in saved_audit(v, plugin=True)} == {c: f.verdict for c, f in patched.items()}
 
 def test_every_finding_is_backed(findings):
     for f in findings.values():
@@ -98,3 +129,7 @@ def test_cli_writes_json(tmp_path):
     rows = json.loads(out.read_text())
     assert all({'contract', 'location', 'verdict', 'cases', 'counterexample'} <= set(x) for x in rows)
     assert any(x.get('connector') for x in rows) and 'first counterexample' in r.stdout
+    r = subprocess.run([sys.executable, '-c', 'import sys; from vllm_pd_spec.cli import main; sys.exit(main(sys.argv[1:]))',
+                        'audit', '--with-plugin', '--markdown'], capture_output=True, text=True)
+    if _vllm().__version__ == '0.33.0': assert r.returncode == 0 and 'with vllm_pd_spec.plugin' in r.stdout, r.stderr[-2000:]
+    else: assert r.returncode == 3 and 'nothing was patched' in r.stderr

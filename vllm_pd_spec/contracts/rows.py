@@ -7,7 +7,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/gdn_decode_detection.html.md""
 # %% auto #0
 __all__ = ['ROW_KINDS', 'is_spec_decode_row', 'legacy_is_spec_decode_row', 'is_spec_decode_row_by_state',
            'num_decode_draft_tokens', 'legacy_num_decode_draft_tokens', 'num_decode_draft_tokens_by_state',
-           'row_truth_table']
+           'row_truth_table', 'num_decode_draft_tokens_pre_47466', 'num_decode_draft_tokens_0271',
+           'num_decode_draft_tokens_v1_0330', 'prefill_runs_as_decode_0330', 'num_decode_draft_tokens_v2_0330']
 
 # %% ../../nbs/05_gdn_decode_detection.ipynb #be910ad4
 import numpy as np
@@ -86,3 +87,55 @@ def row_truth_table(kinds:dict=ROW_KINDS # name: (num_scheduled, num_draft, num_
         out.append((name, nc >= npr, is_spec_decode_row(ns, nd), legacy_is_spec_decode_row(nc, npr, new),
                     is_spec_decode_row_by_state(ns, nc, npr, pad)))
     return out
+
+# %% ../../nbs/05_gdn_decode_detection.ipynb #95212168
+def num_decode_draft_tokens_pre_47466(num_scheduled:np.ndarray, # [rows] tokens scheduled per row (unused)
+                                      num_draft:np.ndarray, # [rows] drafts per row
+                                      num_computed:np.ndarray, # [rows] tokens computed before this step
+                                      num_prompt:np.ndarray, # [rows] prompt lengths
+                                      kv_consumer_new:np.ndarray # [rows] new this step on a decode instance
+                                     )->np.ndarray:
+    "Before #47466 (V1): a row with drafts is spec-decode once its prompt is computed, or when new on a decode instance."
+    num_draft, num_computed, num_prompt = map(np.asarray, (num_draft, num_computed, num_prompt))
+    mask = (num_draft > 0) & (np.asarray(kv_consumer_new, bool) | (num_computed >= num_prompt))
+    return np.where(mask, num_draft, -1).astype(np.int32)
+
+def num_decode_draft_tokens_0271(num_scheduled:np.ndarray, # [rows] tokens scheduled per row (drafts included)
+                                 num_draft:np.ndarray # [rows] drafts per row
+                                )->np.ndarray:
+    "vLLM 0.27.1, both runners (#47466): a row with drafts is spec-decode when it runs its drafts plus one token."
+    num_scheduled, num_draft = np.asarray(num_scheduled), np.asarray(num_draft)
+    return np.where((num_draft > 0) & (num_scheduled == num_draft + 1), num_draft, -1).astype(np.int32)
+
+def num_decode_draft_tokens_v1_0330(num_scheduled:np.ndarray, # [rows] tokens scheduled per row
+                                    num_draft:np.ndarray, # [rows] drafts per row
+                                    num_computed:np.ndarray, # [rows] tokens computed before this step
+                                    num_prompt:np.ndarray # [rows] prompt lengths
+                                   )->np.ndarray:
+    "vLLM 0.33.0, V1 runner: the count rule, and a one-token decode row without drafts is spec-decode with 0 drafts."
+    out = num_decode_draft_tokens_0271(num_scheduled, num_draft)
+    zero_draft_decode = (np.asarray(num_computed) >= np.asarray(num_prompt)) & (np.asarray(num_scheduled) == 1)
+    return np.where((out < 0) & zero_draft_decode, 0, out).astype(np.int32)
+
+def prefill_runs_as_decode_0330(num_scheduled:np.ndarray, # [rows] tokens scheduled per row
+                                num_draft:np.ndarray, # [rows] drafts per row
+                                num_computed:np.ndarray, # [rows] prompt tokens computed before this step
+                                prefill_len:np.ndarray # [rows] prefill lengths
+                               )->tuple:
+    "vLLM 0.33.0, V2 runner's batch state: `(is_prefilling, prefill_runs_as_decode)` per row."
+    num_computed = np.asarray(num_computed)
+    is_prefilling = num_computed < np.asarray(prefill_len)
+    one_new_token = (np.asarray(num_scheduled) - np.asarray(num_draft) == 1) & (num_computed > 0)
+    return is_prefilling, is_prefilling & one_new_token
+
+def num_decode_draft_tokens_v2_0330(num_scheduled:np.ndarray, # [rows] tokens scheduled per row
+                                    num_draft:np.ndarray, # [rows] drafts per row
+                                    num_computed:np.ndarray, # [rows] prompt tokens computed before this step
+                                    prefill_len:np.ndarray, # [rows] prefill lengths
+                                    num_speculative_tokens:int # k
+                                   )->np.ndarray:
+    "vLLM 0.33.0, V2 runner: every row not prefilling (a one-token tail runs as decode) with 1..k+1 tokens is spec-decode."
+    is_prefilling, runs_as_decode = prefill_runs_as_decode_0330(num_scheduled, num_draft, num_computed, prefill_len)
+    num_scheduled = np.asarray(num_scheduled)
+    decode = ~(is_prefilling & ~runs_as_decode) & (num_scheduled > 0) & (num_scheduled <= num_speculative_tokens + 1)
+    return np.where(decode, np.asarray(num_draft), -1).astype(np.int32)

@@ -7,7 +7,10 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/dflash_slots.html.md"""
 # %% auto #0
 __all__ = ['num_lookahead_tokens', 'legacy_effective_lookahead_tokens', 'effective_lookahead_tokens',
            'legacy_num_lookahead_tokens', 'step_lookahead_tokens', 'blocks_needed', 'slots_allocated',
-           'drafter_positions_past', 'positions_written', 'slots_cover_writes', 'async_load_block_counts']
+           'drafter_positions_past', 'positions_written', 'slots_cover_writes', 'async_load_block_counts',
+           'num_lookahead_tokens_0330', 'num_lookahead_tokens_0271', 'num_lookahead_tokens_pre_42971',
+           'effective_lookahead_tokens_0330', 'effective_lookahead_tokens_43733',
+           'effective_lookahead_tokens_pre_43733']
 
 # %% ../../nbs/04_dflash_slots.ipynb #d1b922f3
 from ..config import SpeculativeConfig, Fixes
@@ -109,3 +112,48 @@ def async_load_block_counts(num_loaded:int, # prompt tokens whose KV is pulled f
     "`(blocks D allocates for the load, blocks holding the shipped KV)`."
     la = step_lookahead_tokens(spec, True, num_computed, fixes)
     return blocks_needed(num_loaded + la, block_size), blocks_needed(num_loaded, block_size)
+
+# %% ../../nbs/04_dflash_slots.ipynb #afc64bcb
+def num_lookahead_tokens_0330(spec:SpeculativeConfig|None, # the speculative config, or None
+                              sample_from_anchor:bool=True # DSpark drafts from the anchor (False: fill-in mode)
+                             )->int:
+    "vLLM 0.33.0: `k + 1` slots for DFlash and for DSpark in fill-in mode, `k` for other drafters."
+    if spec is None: return 0
+    k = spec.num_speculative_tokens
+    if spec.use_dflash() or (spec.method == 'dspark' and not sample_from_anchor): return k + 1
+    return k if spec.use_eagle() or spec.uses_draft_model() else 0
+
+def num_lookahead_tokens_0271(spec:SpeculativeConfig|None, # the speculative config, or None
+                              sample_from_anchor:bool=True # ignored: 0.27.1 gives DSpark `k` in either mode
+                             )->int:
+    "vLLM 0.27.1 (and #42971): `k + 1` slots for DFlash only, `k` for other drafters."
+    if spec is None: return 0
+    k = spec.num_speculative_tokens
+    if spec.use_dflash(): return k + 1
+    return k if spec.use_eagle() or spec.uses_draft_model() else 0
+
+def num_lookahead_tokens_pre_42971(spec:SpeculativeConfig|None, # the speculative config, or None
+                                   sample_from_anchor:bool=True # ignored
+                                  )->int:
+    "Before #42971: `k` slots for every eagle-family drafter and draft model, DFlash included."
+    if spec is None or not (spec.use_eagle() or spec.uses_draft_model()): return 0
+    return spec.num_speculative_tokens
+
+def effective_lookahead_tokens_0330(num_lookahead:int, # `num_lookahead_tokens` for the config
+                                    load_kv_async:bool # the request's KV is loaded asynchronously this step
+                                   )->int:
+    "vLLM 0.27.1 and 0.33.0 (#46694): no lookahead slots during an asynchronous KV load, for any drafter."
+    return 0 if load_kv_async and num_lookahead > 0 else num_lookahead
+
+def effective_lookahead_tokens_43733(num_lookahead:int, # `num_lookahead_tokens` for the config
+                                     load_kv_async:bool, # the request's KV is loaded asynchronously this step
+                                     use_eagle:bool # the drafter is eagle-family
+                                    )->int:
+    "#43733's form: no lookahead slots during an asynchronous KV load, for eagle-family drafters only."
+    return 0 if load_kv_async and use_eagle else num_lookahead
+
+def effective_lookahead_tokens_pre_43733(num_lookahead:int, # `num_lookahead_tokens` for the config
+                                         num_computed:int # the request's computed tokens before this step
+                                        )->int:
+    "Before #43733: no lookahead slots for a request that has computed nothing yet."
+    return 0 if num_computed == 0 else num_lookahead
