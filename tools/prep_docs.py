@@ -142,11 +142,12 @@ class Page:
             cls = '.nb-output .nb-stderr' if o.get('name') == 'stderr' else '.nb-output'
             return _fence(_ANSI.sub('', _text(o['text'])), cls=cls)
         if t == 'error': return _fence(_ANSI.sub('', '\n'.join(o.get('traceback', []))), cls='.nb-output .nb-error')
-        plain = _text(d.get('text/plain', ''))
-        fig_alt = alt or (plain if plain and not re.match(r'<(Figure|matplotlib)', plain) else None)
-        meta = o.get('metadata', {})
+        plain, meta = _text(d.get('text/plain', '')), o.get('metadata', {})
         for mime, ext in (('image/svg+xml', 'svg'), ('image/png', 'png')):
-            if mime in d: return self.image(d[mime], ext, fig_alt, (meta.get(mime) or {}).get('width'))
+            if mime not in d: continue
+            m = meta.get(mime) or {}  # the image's alt: the cell's `fig-alt`, its metadata's, or its text unless a repr
+            fig_alt = alt or m.get('alt') or (plain.strip() if plain.strip() and not plain.startswith('<') else None)
+            return self.image(d[mime], ext, fig_alt, m.get('width'))
         if 'text/markdown' in d: return md_links(_text(d['text/markdown'])) + '\n'
         if 'text/html' in d:
             body = '\n'.join(l for l in _text(d['text/html']).split('\n') if l.strip())

@@ -1131,4 +1131,12 @@ d = { 'settings': { 'branch': 'main',
                                           'vllm_pd_spec.model.train.save': ('training.html#save', 'vllm_pd_spec/model/train.py'),
                                           'vllm_pd_spec.model.train.target_loss': ( 'training.html#target_loss',
                                                                                     'vllm_pd_spec/model/train.py'),
-                                          'vllm_pd_spec.model.train.train': ('training.html#train', 'vllm_pd_spec/model/train.py')}}}
+                                          'vllm_pd_spec.model.train.train': ('training.html#train', 'vllm_pd_spec/model/train.py')},
+            'vllm_pd_spec.plotting': { 'vllm_pd_spec.plotting._PagePlot': ('plotting.html#_pageplot', 'vllm_pd_spec/plotting.py'),
+                                       'vllm_pd_spec.plotting._PagePlot.__repr__': ( 'plotting.html#_pageplot.__repr__',
+                                                                                     'vllm_pd_spec/plotting.py'),
+                                       'vllm_pd_spec.plotting.arm_color': ('plotting.html#arm_color', 'vllm_pd_spec/plotting.py'),
+                                       'vllm_pd_spec.plotting.figure': ('plotting.html#figure', 'vllm_pd_spec/plotting.py'),
+                                       'vllm_pd_spec.plotting.legend_outside': ('plotting.html#legend_outside', 'vllm_pd_spec/plotting.py'),
+                                       'vllm_pd_spec.plotting.show': ('plotting.html#show', 'vllm_pd_spec/plotting.py'),
+                                       'vllm_pd_spec.plotting.to_image': ('plotting.html#to_image', 'vllm_pd_spec/plotting.py')}}}
