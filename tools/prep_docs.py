@@ -12,6 +12,7 @@ step applies them and writes each notebook as a markdown page:
 - `#| exports` cells (nbdev marks them `code-fold: show`) show their source, highlighted, in an open
   "Exported source" block after their API block; `#| code-fold: true` folds a cell's source;
 - `echo: false` hides a cell's code, `output: false` drops its outputs, `include: false` drops the cell;
+- `#| moving-api: the batch helpers may change` puts a "May change" note above a cell whose API may change;
 - outputs: markdown as markdown (tables become tables), HTML (DataFrames) as HTML in a scrolling box, text
   as a scrolling preformatted block, images as files next to the page (at most `MAX_IMG_PX` wide) with
   the cell's `#| fig-alt:` or the output's text as alt text;
@@ -173,6 +174,9 @@ class Page:
         shown = ''.join(self.output(o, alt) for o in outs)
         if d.get('output') == 'asis' and _false(d, 'echo'): return shown, None
         code = '' if _false(d, 'echo') or not body.strip() else _fence(body, 'python')
+        if code and 'moving-api' in d:  # `#| moving-api: what may change`: a note above the cell
+            why = d['moving-api'] if isinstance(d['moving-api'], str) else 'this cell uses an API that may still change'
+            code = f'!!! note "May change"\n\n{_indent(md_links(why[0].upper() + why[1:]) + ".")}\n\n' + code
         if code and 'code-fold' in d:
             summary = d.get('code-summary') if isinstance(d.get('code-summary'), str) else 'Source'
             code = f'???{"+" if d["code-fold"] == "show" else ""} source "{summary}"\n\n{_indent(code)}\n'
