@@ -60,6 +60,7 @@ def test_citations_become_links():
     assert '(https://github.com/vllm-project/vllm/tree/v0.33.0/vllm/distributed/kv_transfer/)' in md
     assert 'commit [`73ee90a0`](https://github.com/vllm-project/vllm/commit/73ee90a0)' in md
     assert '[`21cc7862`](https://github.com/vllm-project/vllm/commit/21cc7862)' in md
+    assert '(https://github.com/vllm-project/vllm/commit/73ee90a0)' in prep_docs.cite_links('(commit `73ee90a0…`)')
     assert '#55055 in code' in md and md.endswith('## Heading #55055')  # code and headings untouched
     assert prep_docs.cite_links('[PR #1234](https://x.org/#1234) `abcdefg` `1234567`') == '[PR #1234](https://x.org/#1234) `abcdefg` `1234567`'
 

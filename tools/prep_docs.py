@@ -93,7 +93,7 @@ def _cite_line(line):
     for m in _SPANS.finditer(line):
         out.append(_cite_plain(line[i:m.start()]))
         code = m.group(2) if m.group(1) else None
-        ref = code.strip() if code else None
+        ref = code.strip().rstrip('…') if code else None  # `73ee90a0…`: an abbreviated hash
         if ref and (_FILE.match(ref) or _SHA.match(ref)): out.append(f'[{m.group(0)}]({upstream_url(ref)})')
         else: out.append(m.group(0))
         i = m.end()
