@@ -10,7 +10,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP := $(BIN)/python -m pip install -q
 SITE_TMP := $(shell mktemp -u -d /tmp/vllm-pd-spec-site.XXXXXX)
 
-.PHONY: demo test install install-dev docs readme gpu-test browser clean
+.PHONY: demo test install install-dev docs readme gpu-test browser vendor site lab clean
 .DEFAULT_GOAL := demo
 
 $(BIN)/python:
@@ -42,18 +42,25 @@ demo: install
 browser:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: install-dev browser
+test: install-dev browser vendor
 	$(BIN)/python tools/unchanged.py vllm_pd_spec,nbs -- $(BIN)/nbdev-export
 	$(BIN)/python tools/unchanged.py nbs -- $(BIN)/nbdev-clean
 	$(BIN)/nbdev-test --n-workers 2
 	$(MAKE) --no-print-directory site SITE=$(SITE_TMP)
 	$(BIN)/python tools/prep_docs.py check nbs $(SITE_TMP)
+	$(BIN)/python tools/check_site.py $(SITE_TMP)
 	$(BIN)/python tools/unchanged.py README.md -- $(BIN)/python tools/prep_docs.py readme _proc/index.ipynb README.md
 	DOCS_DIR=$(SITE_TMP) $(BIN)/python -m pytest tests/ -q
 	@rm -rf $(SITE_TMP)
 
-# Build the site from the notebooks' saved outputs into $(SITE).
-site:
+# KaTeX (math, typeset at build time under node) and Mermaid (diagrams, drawn in the browser from the site's
+# own copy), fetched by npm from its registry, pinned by version and integrity (tools/vendor.py).
+vendor:
+	@command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	$(BIN)/python tools/vendor.py .cache/vendor > /dev/null
+
+# Build the site from the notebooks' saved outputs into $(SITE) (the notebooks become markdown pages).
+site: vendor
 	rm -rf _proc _site_src
 	PATH="$(CURDIR)/tools/bin:$$PATH" $(BIN)/nbdev-proc-nbs --n-workers 2 > /dev/null
 	$(BIN)/python tools/prep_docs.py _proc _site_src > /dev/null
@@ -63,6 +70,14 @@ docs: install-dev
 	$(MAKE) --no-print-directory site SITE=docs
 	$(BIN)/python tools/prep_docs.py readme _proc/index.ipynb README.md
 	touch docs/.nojekyll
+
+# Open the notebooks in JupyterLab, with the package and its extras installed (pip install -e ".[jupyter]").
+$(VENV)/.installed-lab: pyproject.toml $(VENV)/.installed
+	$(PIP) -e ".[jupyter,triton]"
+	touch $@
+
+lab: $(VENV)/.installed-lab
+	$(BIN)/jupyter lab --notebook-dir=nbs
 
 # On a CUDA machine: the GPU and slow notebook cells, and the GPU-marked tests.
 gpu-test: install-dev

@@ -1,0 +1,93 @@
+"""The built site, read as files: links and anchors, typeset math, size, names from outside the project, and the
+prep step's conversions. `DOCS_DIR` picks the site (default: the committed `docs/`); `make test` builds a fresh one."""
+import json, os, sys
+from pathlib import Path
+import pytest
+from nbdev.config import nbpath2html
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT/'tools'))
+import check_site, house_rules, prep_docs  # noqa: E402
+
+DOCS = Path(os.environ.get('DOCS_DIR') or ROOT/'docs')
+NOTEBOOKS = sorted((ROOT/'nbs').glob('*.ipynb'))
+needs_site = pytest.mark.skipif(not (DOCS/'index.html').exists(), reason=f'no site at {DOCS} (`make docs`)')
+
+@needs_site
+def test_every_link_and_anchor_resolves():
+    bad = check_site.broken_links(DOCS)
+    assert bad == [], f'{len(bad)} broken links (page, link, why): {bad[:20]}'
+
+@needs_site
+def test_no_untypeset_math():
+    assert check_site.untypeset_math(DOCS) == {}
+
+@needs_site
+def test_site_is_small():
+    assert check_site.site_bytes(DOCS) <= check_site.MAX_SITE_BYTES
+
+@needs_site
+def test_math_and_diagrams_ship_with_the_site():
+    assert (DOCS/'assets/vendor/katex/katex.min.css').exists() and list((DOCS/'assets/vendor/katex/fonts').glob('*.woff2'))
+    assert (DOCS/'assets/vendor/mermaid/mermaid.min.js').exists()
+
+@needs_site
+def test_pages_name_nothing_outside_the_project():
+    page_nb = {nbpath2html(nb).name: nb.name for nb in NOTEBOOKS}
+    found = {}
+    for page, (text, prose) in check_site.page_texts(DOCS).items():
+        names = house_rules.outside_names(text, prose)
+        if names: found[page_nb.get(page, page)] = names
+    msg = house_rules.verdict('outside_names_pages', found)
+    assert not msg, msg
+
+@needs_site
+def test_index_reaches_audit_explain_use_and_glossary():
+    links = {l for _, l in check_site.parse(DOCS/'index.html').links}
+    for nb in ('07_audit', '08_explain', '91_use', '41_glossary', '40_pd_meets_spec'):
+        assert nbpath2html(nb + '.ipynb').name in links, nb
+
+# ---- the prep step (no site needed) ----
+
+def test_citations_become_links():
+    md = prep_docs.cite_links('vLLM PR #55055 and issue #53514 (vllm-ascend in #11670); '
+                              '`vllm/v1/request.py`, `vllm/distributed/kv_transfer/` at commit 73ee90a0 and `21cc7862`.\n'
+                              '```\n#55055 in code\n```\n## Heading #55055')
+    assert '[#55055](https://github.com/vllm-project/vllm/pull/55055)' in md
+    assert '[#53514](https://github.com/vllm-project/vllm/issues/53514)' in md
+    assert '[#11670](https://github.com/vllm-project/vllm-ascend/pull/11670)' in md
+    assert '[`vllm/v1/request.py`](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/request.py)' in md
+    assert '(https://github.com/vllm-project/vllm/tree/v0.33.0/vllm/distributed/kv_transfer/)' in md
+    assert 'commit [`73ee90a0`](https://github.com/vllm-project/vllm/commit/73ee90a0)' in md
+    assert '[`21cc7862`](https://github.com/vllm-project/vllm/commit/21cc7862)' in md
+    assert '(https://github.com/vllm-project/vllm/commit/73ee90a0)' in prep_docs.cite_links('(commit `73ee90a0…`)')
+    assert '#55055 in code' in md and md.endswith('## Heading #55055')  # code and headings untouched
+    assert prep_docs.cite_links('[PR #1234](https://x.org/#1234) `abcdefg` `1234567`') == '[PR #1234](https://x.org/#1234) `abcdefg` `1234567`'
+
+def test_links_to_notebooks_point_to_pages():
+    assert prep_docs.own_links('[x](06a_guard_contract.ipynb#a) [y](lookahead.html) [z](https://h.org/a.html)') == \
+        '[x](guard_contract.md#a) [y](lookahead.md) [z](https://h.org/a.html)'
+
+def test_exports_cells_show_their_source():
+    page = prep_docs.Page('x.md')
+    md, _ = page.cell({'cell_type': 'code', 'outputs': [],
+                       'source': '#| code-fold: show\n#| code-summary: "Exported source"\n#| exports\ndef f(): return 1'})
+    assert md.startswith('???+ source "Exported source"') and '    def f(): return 1' in md
+
+def test_outputs_render_as_tables_text_and_images():
+    page = prep_docs.Page('x.md')
+    assert page.output({'output_type': 'execute_result', 'data': {'text/markdown': '| a |\n|---|\n| 1 |'}}).startswith('| a |')
+    assert 'nb-html' in page.output({'output_type': 'display_data', 'data': {'text/html': '<table></table>'}})
+    assert page.output({'output_type': 'stream', 'name': 'stdout', 'text': 'x' * 200}).startswith('```{ .text .nb-output }')
+    png = '' .join(json.loads((ROOT/'nbs/45_plotting.ipynb').read_text())['cells'][-1]['outputs'][0]['data']['image/png'])
+    img = page.output({'output_type': 'display_data', 'data': {'image/png': png, 'text/plain': 'Two lines.'}})
+    assert 'alt="Two lines."' in img and page.images and page.missing_alt == []
+
+def test_nav_is_generated_by_notebook_number():
+    assert prep_docs.section('01_lookahead.ipynb') == prep_docs.section('06c_x.ipynb') == 'The six fixes'
+    assert prep_docs.section('14_engine_scheduler.ipynb') == 'Engine'
+    assert prep_docs.section('22_model.ipynb') == 'Model and runner'
+    assert prep_docs.section('07_audit.ipynb') == prep_docs.section('90_cli.ipynb') == 'Tools'
+    assert prep_docs.section('00_config.ipynb') == prep_docs.section('41_glossary.ipynb') == 'Background and reference'
+    assert prep_docs.section('index.ipynb') is None
+    assert prep_docs.nav_title('`vllm-pd-spec explain`', 'explain') == 'vllm-pd-spec explain'

@@ -1,0 +1,70 @@
+"""What the notebooks and pages may not say: the project speaks of itself only.
+
+`OUTSIDE_NAMES` is the list later content is held to (tests/test_notebook_rules.py over the notebooks,
+tests/test_docs_site.py over the built pages). Known offenders wait in tests/content_offenders.json until the
+content is fixed; a new one fails the tests, and so does an entry that no longer offends.
+"""
+import json, re
+from pathlib import Path
+
+OUTSIDE_NAMES = [  # (what it is, pattern, where: 'all' text or 'prose' only, i.e. without code and link targets)
+    ('machine kind', r'(?i)\bnvidia-[a-z]\d{2,4}\w*', 'all'),
+    ('machine kind', r'(?i)\b[a-z]\d{2,4}[- ]x\d\b|(?<=\w)-x[1-8]\b', 'all'),
+    ('workplace file', r'\b(?:DESIGN|KINDS|RULES|MACHINES|contracts)\.md\b', 'all'),
+    ('workplace path', r'\.\./shared\b|\bshared/(?:upstream|seeds)\b|/work/\w|/tmp/v\d\d\b', 'all'),
+    ("the project's own issue", r'(?i)\bissues? \d+\b|\bthe issue\b(?!\s*#)', 'all'),
+    ('workplace role', r'(?i)\bthe (?:brief|lead)\b(?! time)', 'all'),
+    ('internal name', r'\b(?:Engine|Experiment|Phase|Part|Stage) (?:I{1,3}|IV|V)\b', 'all'),
+    ('notebook number', r'(?i)\bnotebooks? \d{2}[a-z]?\b|\bnbs/\d{2}[a-z]?\b|\b\d{2}[a-z]?_\w+\.ipynb\b', 'prose'),
+]
+
+def prose(md):
+    "Markdown without fenced code, inline code and link targets: what a reader reads as sentences."
+    md = re.sub(r'(?ms)^\s*(`{3,}|~{3,}).*?^\s*\1', '', md)
+    md = re.sub(r'(`+).+?\1', '', md)
+    return re.sub(r'\]\([^)]*\)', ']', md)
+
+def outside_names(text, prose_text=None):
+    "Sorted distinct strings in `text` (and in `prose_text`, for prose-only patterns) that name the outside."
+    found = set()
+    for _, pat, where in OUTSIDE_NAMES:
+        t = text if where == 'all' else (prose_text if prose_text is not None else prose(text))
+        found |= {m.group(0) for m in re.finditer(pat, t)}
+    return sorted(found)
+
+def _text(x): return ''.join(x) if isinstance(x, list) else (x or '')
+
+def notebook_text(nb_path):
+    "(every source and output text of a notebook, its markdown prose)."
+    cells = json.loads(Path(nb_path).read_text())['cells']
+    allt, pr = [], []
+    for c in cells:
+        src = _text(c['source'])
+        allt.append(src)
+        if c['cell_type'] == 'markdown': pr.append(prose(src))
+        for o in c.get('outputs', []):
+            d = o.get('data', {})
+            allt += [_text(o.get('text')), _text(d.get('text/plain')), _text(d.get('text/markdown')), _text(d.get('text/html'))]
+            if 'text/markdown' in d: pr.append(prose(_text(d['text/markdown'])))
+    return '\n'.join(allt), '\n'.join(pr)
+
+OFFENDERS = Path(__file__).resolve().parents[1]/'tests'/'content_offenders.json'
+
+def known_offenders(check):
+    "{file: [offending strings]} allowed for now for `check` (tests/content_offenders.json)."
+    return json.loads(OFFENDERS.read_text()).get(check, {}) if OFFENDERS.exists() else {}
+
+def compare(check, found):
+    "(new offenders, stale allow-list entries) of `found` {file: [strings]} against the allow-list."
+    known = known_offenders(check)
+    new = {f: sorted(set(v) - set(known.get(f, []))) for f, v in found.items()}
+    stale = {f: sorted(set(v) - set(found.get(f, []))) for f, v in known.items()}
+    return {f: v for f, v in new.items() if v}, {f: v for f, v in stale.items() if v}
+
+def verdict(check, found):
+    "An assertion message for `check`, or '' when `found` matches the allow-list exactly."
+    new, stale = compare(check, found)
+    msg = []
+    if new: msg.append(f'{check}: new offenders (fix the content): {json.dumps(new, indent=1)}')
+    if stale: msg.append(f'{check}: fixed, remove from tests/content_offenders.json: {json.dumps(stale, indent=1)}')
+    return '\n'.join(msg)
