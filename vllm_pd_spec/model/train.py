@@ -9,6 +9,7 @@ __all__ = ['target_loss', 'drafter_losses', 'train', 'save', 'main']
 
 # %% ../../nbs/24_training.ipynb #1b23f050
 import argparse, math, random, time, torch
+from pathlib import Path
 import torch.nn.functional as F
 from .data import training_batch, MASK, SEP
 from .drafters import SpecModel, WEIGHTS
@@ -89,9 +90,11 @@ def train(target_steps:int=400, # optimiser steps for the target
     for p in m.parameters(): p.requires_grad_(False)
     return m.eval()
 
-def save(m:SpecModel, path=WEIGHTS):
+def save(m:SpecModel, path=None # default: the package's weights file
+        ):
     "Write the weights as safetensors."
     from safetensors.torch import save_file
+    path = Path(path or WEIGHTS)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in m.state_dict().items()}, str(path))
 
