@@ -8,9 +8,9 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/fused_input_assembly.html.md""
 __all__ = ['ASSEMBLE_BACKENDS', 'prepare_prefill_inputs_ref', 'prepare_pos_seq_lens_ref', 'assemble_inputs_ref',
            'check_assemble_values', 'assemble_inputs', 'step_example']
 
-# %% ../../nbs/06d_fused_input_assembly.ipynb #d8f3d4cb
+# %% ../../nbs/06d_fused_input_assembly.ipynb #6dd37dc4
 import torch
-from .combine import (triton, tl, _jit, _Launch, _LAUNCHES, _num_warps, _check, _check_out,
+from .combine import (triton, tl, _jit, _Launch, _LAUNCHES, _num_warps, _next_pow2, _combine_block, _check, _check_out,
                                           _check_flags, _backend, check_rows, check_logits,
                                           combine_sampled_and_draft_tokens_ref)
 
@@ -51,14 +51,13 @@ def assemble_inputs_ref(input_ids, positions, seq_lens, next_prefill_tokens, idx
                                                 prefill_len, draft_tokens, cu_num_logits, num_logits,
                                                 num_new_sampled_tokens, guard=guard, out=out, check_values=False)
 
-# %% ../../nbs/06d_fused_input_assembly.ipynb #de4dbc1c
+# %% ../../nbs/06d_fused_input_assembly.ipynb #7afd57de
 def _assemble_kernel(input_ids_ptr, positions_ptr, seq_lens_ptr, max_num_reqs, next_prefill_ptr, next_prefill_stride,
                      num_lookahead, idx_mapping_ptr, query_start_loc_ptr, all_token_ids_ptr, all_token_ids_stride,
                      prefill_len_ptr, num_computed_ptr, last_sampled_ptr, last_sampled_stride, draft_tokens_ptr,
-                     draft_tokens_stride, cu_num_logits_ptr, logits_indices_ptr,
+                     draft_tokens_stride, num_draft_cols, cu_num_logits_ptr, logits_indices_ptr,
                      BLOCK_SIZE:tl.constexpr, LOGITS_BLOCK:tl.constexpr, LOOKAHEAD_BLOCK:tl.constexpr,
-                     PAD_BLOCK:tl.constexpr, NUM_NEW_SAMPLED:tl.constexpr, GUARD:tl.constexpr,
-                     NUM_DRAFT_COLS:tl.constexpr):
+                     PAD_BLOCK:tl.constexpr, NUM_NEW_SAMPLED:tl.constexpr, GUARD:tl.constexpr):
     b = tl.program_id(0)
     num_reqs = tl.num_programs(0) - 1
     if b == num_reqs:  # the extra program: zero seq_lens past the batch
@@ -98,7 +97,7 @@ def _assemble_kernel(input_ids_ptr, positions_ptr, seq_lens_ptr, max_num_reqs, n
         offs = i + tl.arange(0, BLOCK_SIZE)
         m = offs < query_len
         d = offs - first_logit - NUM_NEW_SAMPLED  # draft index of each slot
-        in_drafts = m & (d >= 0) & (d < num_logits - NUM_NEW_SAMPLED) & (d < NUM_DRAFT_COLS)
+        in_drafts = m & (d >= 0) & (d < num_logits - NUM_NEW_SAMPLED) & (d < num_draft_cols)
         drafts = tl.load(drafts_row + d, mask=in_drafts, other=0)  # depends on round 1 only
         is_draft = in_drafts & (offs < drafts_end)
         is_last = m & (offs == last_slot)
@@ -113,11 +112,9 @@ def _assemble_kernel(input_ids_ptr, positions_ptr, seq_lens_ptr, max_num_reqs, n
         nxt = tl.load(tokens_row + pos, mask=(la < num_lookahead) & (pos < prefill_len), other=0)
         tl.store(next_prefill_ptr + la * next_prefill_stride + req, nxt, mask=la < num_lookahead)
 
-def _next_pow2(n:int)->int: return 1 << max(n - 1, 0).bit_length()
-
 def _query_block(max_query_len)->int:
-    "BLOCK_SIZE for a batch whose longest query is `max_query_len` (None: unknown, upstream's 1,024)."
-    return 1024 if max_query_len is None else min(_next_pow2(max_query_len), 1024)
+    "BLOCK_SIZE for a batch whose longest query is `max_query_len`: 16, 128 or 1,024 (None: unknown, upstream's 1,024)."
+    return 1024 if max_query_len is None or max_query_len > 128 else 128 if max_query_len > 16 else 16
 
 # %% ../../nbs/06d_fused_input_assembly.ipynb #7b402fe2
 def _validate_assemble(input_ids, positions, seq_lens, next_prefill_tokens, idx_mapping, query_start_loc,
@@ -164,7 +161,7 @@ def check_assemble_values(input_ids, positions, seq_lens, next_prefill_tokens, i
         if nc[s] < pl[s] and max(nc[s] + q, pl[s]) > width:
             raise ValueError(f'all_token_ids has {width} columns; row {b} reads prompt tokens up to {max(nc[s] + q, pl[s])}')
 
-# %% ../../nbs/06d_fused_input_assembly.ipynb #ac87cdc3
+# %% ../../nbs/06d_fused_input_assembly.ipynb #8670f5a6
 ASSEMBLE_BACKENDS = ('triton', 'interpreter', 'reference')
 
 def _assemble_key(input_ids, positions, seq_lens, next_prefill_tokens, idx_mapping, query_start_loc, all_token_ids,
@@ -210,7 +207,7 @@ def assemble_inputs(input_ids, # [max_num_tokens] int32/int64, written: the step
             li = torch.empty(num_logits, dtype=torch.int64, device=input_ids.device) if out is None else out[:num_logits]
             launch(idx_mapping.shape[0] + 1, input_ids, positions, seq_lens, ints[0], next_prefill_tokens, ints[1],
                    ints[2], idx_mapping, query_start_loc, all_token_ids, ints[3], prefill_len, num_computed_tokens,
-                   last_sampled_tokens, ints[4], draft_tokens, ints[5], cu_num_logits, li)
+                   last_sampled_tokens, ints[4], draft_tokens, ints[5], draft_tokens.shape[1], cu_num_logits, li)
             return li
     be = _backend(backend, input_ids)
     if be not in ASSEMBLE_BACKENDS: raise ValueError(f'backend must be one of {ASSEMBLE_BACKENDS}, got {be!r}')
@@ -223,9 +220,9 @@ def assemble_inputs(input_ids, # [max_num_tokens] int32/int64, written: the step
     k, ns, block = draft_tokens.shape[1], num_new_sampled_tokens, _query_block(max_query_len)
     ints = (seq_lens.shape[0], next_prefill_tokens.stride(0), next_prefill_tokens.shape[0], all_token_ids.stride(0),
             last_sampled_tokens.stride(0), draft_tokens.stride(0))
-    consts = (block, _next_pow2(max(k + ns, 1)), _next_pow2(ints[2]), 256, ns, guard, k)
+    consts = (block, _combine_block(k, ns), max(4, _next_pow2(ints[2])), 256, ns, guard)
     run = (input_ids, positions, seq_lens, ints[0], next_prefill_tokens, ints[1], ints[2], idx_mapping, query_start_loc,
-           all_token_ids, ints[3], prefill_len, num_computed_tokens, last_sampled_tokens, ints[4], draft_tokens, ints[5],
+           all_token_ids, ints[3], prefill_len, num_computed_tokens, last_sampled_tokens, ints[4], draft_tokens, ints[5], k,
            cu_num_logits, li)
     grid = idx_mapping.shape[0] + 1
     if be == 'interpreter': _jit(_assemble_kernel, True)[(grid,)](*run, *consts)

@@ -19,11 +19,11 @@ try:
 except ImportError:  # the reference still works; `tl.constexpr` only annotates the kernel
     triton, tl = None, types.SimpleNamespace(constexpr='constexpr')
 
-# %% ../../nbs/06_triton_kernel_guard.ipynb #faab305d
+# %% ../../nbs/06_triton_kernel_guard.ipynb #27f5a664
 def _combine_kernel(input_ids_ptr, idx_mapping_ptr, last_sampled_ptr, last_sampled_stride, query_start_loc_ptr,
-                    seq_lens_ptr, prefill_len_ptr, draft_tokens_ptr, draft_tokens_stride, cu_num_logits_ptr,
-                    logits_indices_ptr, BLOCK_SIZE:tl.constexpr, NUM_NEW_SAMPLED:tl.constexpr,
-                    GUARD:tl.constexpr, NUM_DRAFT_COLS:tl.constexpr):
+                    seq_lens_ptr, prefill_len_ptr, draft_tokens_ptr, draft_tokens_stride, num_draft_cols,
+                    cu_num_logits_ptr, logits_indices_ptr, BLOCK_SIZE:tl.constexpr, NUM_NEW_SAMPLED:tl.constexpr,
+                    GUARD:tl.constexpr):
     b = tl.program_id(0)
     # round trip 1: everything indexed by the batch row
     req = tl.load(idx_mapping_ptr + b)
@@ -37,7 +37,7 @@ def _combine_kernel(input_ids_ptr, idx_mapping_ptr, last_sampled_ptr, last_sampl
     tl.store(logits_indices_ptr + cu_start + offs, logits_start + offs, mask=offs < num_logits)
     # round trip 2: everything indexed by the request slot, issued together before any branch uses it
     num_draft = num_logits - NUM_NEW_SAMPLED
-    m = (offs < num_draft) & (offs < NUM_DRAFT_COLS)
+    m = (offs < num_draft) & (offs < num_draft_cols)
     prefill_len = tl.load(prefill_len_ptr + req)
     drafts = tl.load(draft_tokens_ptr + req * draft_tokens_stride + offs, mask=m)
     last = tl.load(last_sampled_ptr + req * last_sampled_stride)
@@ -52,15 +52,15 @@ def _combine_kernel(input_ids_ptr, idx_mapping_ptr, last_sampled_ptr, last_sampl
     tl.store(input_ids_ptr + query_end - num_draft + offs, drafts, mask=m)
 
 def _empty_kernel(input_ids_ptr, idx_mapping_ptr, last_sampled_ptr, last_sampled_stride, query_start_loc_ptr,
-                  seq_lens_ptr, prefill_len_ptr, draft_tokens_ptr, draft_tokens_stride, cu_num_logits_ptr,
-                  logits_indices_ptr, BLOCK_SIZE:tl.constexpr, NUM_NEW_SAMPLED:tl.constexpr,
-                  GUARD:tl.constexpr, NUM_DRAFT_COLS:tl.constexpr):
+                  seq_lens_ptr, prefill_len_ptr, draft_tokens_ptr, draft_tokens_stride, num_draft_cols,
+                  cu_num_logits_ptr, logits_indices_ptr, BLOCK_SIZE:tl.constexpr, NUM_NEW_SAMPLED:tl.constexpr,
+                  GUARD:tl.constexpr):
     pass  # same signature and grid, no work: the launch floor
 
 def _chain_kernel(input_ids_ptr, idx_mapping_ptr, last_sampled_ptr, last_sampled_stride, query_start_loc_ptr,
-                  seq_lens_ptr, prefill_len_ptr, draft_tokens_ptr, draft_tokens_stride, cu_num_logits_ptr,
-                  logits_indices_ptr, BLOCK_SIZE:tl.constexpr, NUM_NEW_SAMPLED:tl.constexpr,
-                  GUARD:tl.constexpr, NUM_DRAFT_COLS:tl.constexpr):
+                  seq_lens_ptr, prefill_len_ptr, draft_tokens_ptr, draft_tokens_stride, num_draft_cols,
+                  cu_num_logits_ptr, logits_indices_ptr, BLOCK_SIZE:tl.constexpr, NUM_NEW_SAMPLED:tl.constexpr,
+                  GUARD:tl.constexpr):
     # the latency floor: the two dependent reads every row must make (batch row -> slot -> slot data), one store
     b = tl.program_id(0)
     tl.store(logits_indices_ptr + b, tl.load(prefill_len_ptr + tl.load(idx_mapping_ptr + b)))
@@ -87,7 +87,13 @@ def _triton_kernel(kind:str='combine', # 'combine', or the benchmark's floors 'e
     "The Triton kernel `kind`, compiled or interpreted."
     return _jit(dict(combine=_combine_kernel, empty=_empty_kernel, chain=_chain_kernel)[kind], interpret)
 
-# %% ../../nbs/06_triton_kernel_guard.ipynb #3eecb5cc
+# %% ../../nbs/06_triton_kernel_guard.ipynb #31d0c6d7
+def _next_pow2(n:int)->int: return 1 << max(n - 1, 0).bit_length()
+
+def _combine_block(k:int, num_new_sampled:int)->int:
+    "The combine kernel's block: the row's logit slots, at least 16 (one block size for every k below 16: one compile)."
+    return max(16, _next_pow2(k + num_new_sampled))
+
 def _num_warps(block:int)->int:
     "One warp for a row's few slots; four when a program loops over long prefill chunks."
     return 1 if block <= 64 else 4
@@ -297,7 +303,7 @@ def _backend(backend, input_ids)->str:
     if be == 'triton' and dev is not None and dev.type != 'cuda': raise ValueError('backend "triton" needs CUDA tensors')
     return be
 
-# %% ../../nbs/06_triton_kernel_guard.ipynb #05bab24a
+# %% ../../nbs/06_triton_kernel_guard.ipynb #fcf5be5f
 def _combine_key(input_ids, idx_mapping, last_sampled_tokens, query_start_loc, seq_lens, prefill_len, draft_tokens,
                  cu_num_logits, num_new_sampled_tokens, guard, out)->tuple:
     "What the compiled combine kernel and its constants depend on."
@@ -330,7 +336,7 @@ def combine_sampled_and_draft_tokens(input_ids, # [num_tokens] int32/int64: prom
             li = torch.empty(num_logits, dtype=torch.int64, device=input_ids.device) if out is None else out[:num_logits]
             r = idx_mapping.shape[0]
             if r: launch(r, input_ids, idx_mapping, last_sampled_tokens, last_sampled_tokens.stride(0), query_start_loc,
-                         seq_lens, prefill_len, draft_tokens, draft_tokens.stride(0), cu_num_logits, li)
+                         seq_lens, prefill_len, draft_tokens, draft_tokens.stride(0), draft_tokens.shape[1], cu_num_logits, li)
             return li
     be = _backend(backend, input_ids)
     check = be != 'triton' if check_values is None else bool(check_values)
@@ -342,10 +348,10 @@ def combine_sampled_and_draft_tokens(input_ids, # [num_tokens] int32/int64: prom
     if check: check_combine_values(*args)
     r, k = idx_mapping.shape[0], draft_tokens.shape[1]
     if r == 0: return li
-    block = 1 << (max(k + num_new_sampled_tokens, 1) - 1).bit_length()  # next power of 2, no Triton call
-    consts = (block, num_new_sampled_tokens, guard, k)
+    block = _combine_block(k, num_new_sampled_tokens)
+    consts = (block, num_new_sampled_tokens, guard)
     run = (input_ids, idx_mapping, last_sampled_tokens, last_sampled_tokens.stride(0), query_start_loc, seq_lens,
-           prefill_len, draft_tokens, draft_tokens.stride(0), cu_num_logits, li)
+           prefill_len, draft_tokens, draft_tokens.stride(0), k, cu_num_logits, li)
     if be == 'interpreter': _jit(_combine_kernel, True)[(r,)](*run, *consts)
     else:
         key = _combine_key(input_ids, idx_mapping, last_sampled_tokens, query_start_loc, seq_lens, prefill_len,
