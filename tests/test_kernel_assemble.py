@@ -6,7 +6,7 @@ import pytest, torch
 from hypothesis import given, settings, find, strategies as st
 from vllm_pd_spec.kernels.combine import triton, launch_mode
 from vllm_pd_spec.kernels.assemble import assemble_inputs, step_example, check_assemble_values
-from vllm_pd_spec.kernels.bench import random_step, run_step, same_outputs, prompt_lost, row_spec, build_step
+from vllm_pd_spec.kernels.batches import random_step, run_step, same_outputs, prompt_lost, row_spec, build_step
 
 needs_triton = pytest.mark.skipif(triton is None, reason='needs triton (the interpreter runs on CPU)')
 

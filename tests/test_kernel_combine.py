@@ -7,7 +7,7 @@ from hypothesis import given, settings, find, event, strategies as st
 from vllm_pd_spec.contracts.guard import writes_last_sampled, legacy_writes_last_sampled
 from vllm_pd_spec.kernels.combine import (combine_sampled_and_draft_tokens, combine_sampled_and_draft_tokens_ref,
                                           combine_backend, upstream_case, triton, launch_mode)
-from vllm_pd_spec.kernels.bench import row_spec, build_batch, run_case, prompt_overwrites, sweep
+from vllm_pd_spec.kernels.batches import row_spec, build_batch, run_case, prompt_overwrites, sweep
 
 needs_triton = pytest.mark.skipif(triton is None, reason='needs triton (the interpreter runs on CPU)')
 
@@ -169,7 +169,7 @@ def test_imports_and_runs_without_triton():
             "from vllm_pd_spec.kernels.combine import combine_sampled_and_draft_tokens as f, combine_backend, upstream_case\n"
             "import os; os.environ['TRITON_INTERPRET'] = '1'; assert combine_backend('cpu') == 'reference'\n"
             "kw, ids, li = upstream_case(2); assert f(**kw).tolist() == li and kw['input_ids'].tolist() == ids\n"
-            "from vllm_pd_spec.kernels.bench import sweep; s = sweep(5); assert s['backend'] == 'reference'\n")
+            "from vllm_pd_spec.kernels.batches import sweep; s = sweep(5); assert s['backend'] == 'reference'\n")
     subprocess.run([sys.executable, '-c', code], check=True)
 
 @needs_triton

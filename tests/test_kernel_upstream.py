@@ -7,7 +7,7 @@ import pytest, torch
 from hypothesis import given, settings, strategies as st
 from vllm_pd_spec.kernels.combine import triton, upstream_case, launch_mode
 from vllm_pd_spec.kernels.upstream import find_input_batch, load_vllm_input_kernels
-from vllm_pd_spec.kernels.bench import (random_step, run_step, run_step_vllm, same_outputs, random_rows, build_batch,
+from vllm_pd_spec.kernels.batches import (random_step, run_step, run_step_vllm, same_outputs, random_rows, build_batch,
                                         run_case, _KERNEL_ARGS)
 
 def _source():
