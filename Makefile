@@ -106,9 +106,10 @@ $(VLLM_OLD_VENV)/.installed-vllm-$(VLLM_OLD_VERSION): tools/vllm_requirements.py
 audit: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION)
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit --json vllm_pd_spec/data/audit_vllm_$(VLLM_VERSION).json
 
-# The audit against the real vLLM, verdicts asserted (tests/test_audit_vllm.py), plus the fake-vLLM unit tests.
+# The audit against the real vLLM, verdicts asserted (tests/test_audit_vllm.py), plus the fake-vLLM unit tests and
+# our input kernels against its own (tests/test_kernel_upstream.py, through the Triton interpreter).
 test-vllm: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION)
-	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m pytest tests/test_audit_vllm.py tests/test_audit.py -q -p no:cacheprovider
+	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m pytest tests/test_audit_vllm.py tests/test_audit.py tests/test_kernel_upstream.py -q -p no:cacheprovider
 
 # The same against a vLLM released before the ordering and backoff fixes.
 audit-old: $(VLLM_OLD_VENV)/.installed-vllm-$(VLLM_OLD_VERSION)
