@@ -104,3 +104,34 @@ def test_cuda_large_steps():
     prefill = build_step([row_spec('prefill', 5000, 0, 3000), row_spec('decode', 40, 45, 3)], k=3, device='cuda')
     for mq in (None, 16, 3000):  # a 3,000-token prefill chunk: loops of 16 and of 1,024, and one block per row
         assert same_outputs(run_step(dict(prefill, max_query_len=mq), None), run_step(prefill, 'reference')) == []
+
+@pytest.mark.skipif(triton is None, reason='needs triton')
+@pytest.mark.parametrize('guard', [True, False])
+def test_hot_path_passes_the_kernel_its_arguments(monkeypatch, guard):
+    "The hot path (a cached key) skips every check and launches with the arguments in the kernel's order."
+    from vllm_pd_spec.kernels import assemble as a, combine as c
+    kw = step_example()
+    names = ('input_ids', 'positions', 'seq_lens', 'next_prefill_tokens', 'idx_mapping', 'query_start_loc', 'all_token_ids',
+             'prefill_len', 'num_computed_tokens', 'last_sampled_tokens', 'draft_tokens', 'cu_num_logits')
+    ints = (kw['seq_lens'].shape[0], kw['next_prefill_tokens'].stride(0), kw['next_prefill_tokens'].shape[0],
+            kw['all_token_ids'].stride(0), kw['last_sampled_tokens'].stride(0), kw['draft_tokens'].stride(0))
+    block = a._query_block(kw['max_query_len'])
+    calls = []
+    def launch(grid, *args):
+        calls.append(grid); c._jit(a._assemble_kernel, True)[(grid,)](*args, block, 16, 4, 256, 1, guard)
+    launch.direct = True
+    ref = step_example(); ref_li = assemble_inputs(**ref, guard=guard, backend='reference')
+    monkeypatch.setitem(c._LAUNCHES, a._assemble_key(*(kw[n] for n in names), 1, guard, None, block, ints), launch)
+    monkeypatch.setattr(a, '_validate_assemble', lambda *x, **k: pytest.fail('the hot path ran the checks'))
+    li = assemble_inputs(**kw, guard=guard)
+    assert calls == [4] and li.tolist() == ref_li.tolist()
+    assert all(kw[n].tolist() == ref[n].tolist() for n in ('input_ids', 'positions', 'seq_lens', 'next_prefill_tokens'))
+
+@pytest.mark.gpu
+def test_cuda_second_call_skips_the_checks(monkeypatch):
+    from vllm_pd_spec.kernels import assemble as a
+    ref = step_example(); ref_li = assemble_inputs(**ref, backend='reference')
+    kw = step_example('cuda'); assemble_inputs(**kw)
+    monkeypatch.setattr(a, '_validate_assemble', lambda *x, **k: pytest.fail('the second call ran the checks'))
+    kw = step_example('cuda'); li = assemble_inputs(**kw)
+    assert li.tolist() == ref_li.tolist() and kw['input_ids'].tolist() == ref['input_ids'].tolist()

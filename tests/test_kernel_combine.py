@@ -216,3 +216,34 @@ def test_cuda_hot_path_launches_directly(b, guard):
     ref = run_case(b, 'reference', guard)
     for _ in range(2): assert all(torch.equal(x, y) for x, y in zip(run_case(b, None, guard), ref))
     assert set(launch_mode().values()) == {'direct'}
+
+class _InterpretedLaunch:
+    "Stands in for a cached compiled launch on a CPU: the same call, run by the interpreter."
+    def __init__(self, fn, consts): self.fn, self.consts, self.direct, self.calls = fn, consts, True, 0
+    def __call__(self, grid, *args):
+        from vllm_pd_spec.kernels.combine import _jit
+        self.calls += 1; _jit(self.fn, True)[(grid,)](*args, *self.consts)
+
+@needs_triton
+@pytest.mark.parametrize('case', range(4))
+def test_hot_path_passes_the_kernel_its_arguments(monkeypatch, case):
+    "The hot path (a cached key) skips every check and launches with the arguments in the kernel's order."
+    from vllm_pd_spec.kernels import combine as c
+    kw, want_ids, want_li = upstream_case(case)
+    launch = _InterpretedLaunch(c._combine_kernel, (c._combine_block(3, 1), 1, True))
+    key = c._combine_key(*(kw[a] for a in ('input_ids', 'idx_mapping', 'last_sampled_tokens', 'query_start_loc', 'seq_lens',
+                                           'prefill_len', 'draft_tokens', 'cu_num_logits')), 1, True, None)
+    monkeypatch.setitem(c._LAUNCHES, key, launch)
+    monkeypatch.setattr(c, '_validate', lambda *a, **k: pytest.fail('the hot path ran the checks'))
+    li = combine_sampled_and_draft_tokens(**kw)
+    assert launch.calls == 1 and kw['input_ids'].tolist() == want_ids and li.tolist() == want_li
+
+@pytest.mark.gpu
+def test_cuda_second_call_skips_the_checks(monkeypatch):
+    from vllm_pd_spec.kernels import combine as c
+    kw, want_ids, want_li = upstream_case(2, 'cuda')
+    combine_sampled_and_draft_tokens(**kw)
+    kw2, _, _ = upstream_case(2, 'cuda')
+    monkeypatch.setattr(c, '_validate', lambda *a, **k: pytest.fail('the second call ran the checks'))
+    li = combine_sampled_and_draft_tokens(**kw2)
+    assert kw2['input_ids'].tolist() == want_ids and li.tolist() == want_li
