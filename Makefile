@@ -144,10 +144,13 @@ audit: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION) $(VLLM_VENV)/.installed-pkg
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit --with-plugin --json vllm_pd_spec/data/audit_plugin_vllm_$(VLLM_VERSION).json
 
 # The audit against the real vLLM, verdicts asserted (tests/test_audit_vllm.py), the plugin on vLLM's own connector
-# schedulers (tests/test_plugin_vllm.py), plus the fake-vLLM unit tests; then the audit tables without and with the plugin.
+# schedulers (tests/test_plugin_vllm.py), the probes beyond the six, our input kernels against vLLM's own
+# (tests/test_kernel_upstream.py, through the Triton interpreter), plus the fake-vLLM unit tests; then the audit
+# tables without and with the plugin.
 test-vllm: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION) $(VLLM_VENV)/.installed-pkg $(VLLM_TEST_UTILS)
 	HF_HUB_OFFLINE=1 VLLM_KV_TEST_UTILS=$(VLLM_TEST_UTILS) $(VLLM_VENV)/bin/python -m pytest tests/test_audit_vllm.py \
-	  tests/test_plugin_vllm.py tests/test_audit.py tests/test_plugin.py -q -p no:cacheprovider
+	  tests/test_plugin_vllm.py tests/test_audit_beyond_vllm.py tests/test_kernel_upstream.py tests/test_audit.py tests/test_plugin.py \
+	  -q -p no:cacheprovider
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit 2>/dev/null
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit --with-plugin 2>/dev/null
 

@@ -3,11 +3,11 @@ agree exactly on random batches; with the guard on no prompt position changes; w
 overwrite. Plus upstream's four cases and the argument checks."""
 import os, subprocess, sys
 import pytest, torch
-from hypothesis import given, settings, find, strategies as st
+from hypothesis import given, settings, find, event, strategies as st
 from vllm_pd_spec.contracts.guard import writes_last_sampled, legacy_writes_last_sampled
 from vllm_pd_spec.kernels.combine import (combine_sampled_and_draft_tokens, combine_sampled_and_draft_tokens_ref,
-                                          combine_backend, upstream_case, triton)
-from vllm_pd_spec.kernels.bench import row_spec, build_batch, run_case, prompt_overwrites, sweep
+                                          combine_backend, upstream_case, triton, launch_mode)
+from vllm_pd_spec.kernels.batches import row_spec, build_batch, run_case, prompt_overwrites, sweep
 
 needs_triton = pytest.mark.skipif(triton is None, reason='needs triton (the interpreter runs on CPU)')
 
@@ -52,7 +52,6 @@ def test_torch_ops_equal_reference(b, guard):
     assert all(torch.equal(x, y) for x, y in zip(run_case(b, 'torch', guard), run_case(b, 'reference', guard)))
 
 @needs_triton
-@settings(max_examples=300)  # the interpreter runs each program in Python (~10 ms a batch); 300 keeps this file under a minute on 2 cores
 @given(batches(), st.booleans())
 def test_triton_interpreter_equals_reference(b, guard):
     ids, li = run_case(b, 'interpreter', guard)
@@ -111,11 +110,49 @@ def _bad(**change):
     ('draft_tokens', dict(draft_tokens=torch.zeros(6, dtype=torch.int64))),
     ('cu_num_logits', dict(cu_num_logits=torch.zeros(2, dtype=torch.int32))),
     ('num_logits', dict(num_logits=2.0)),
+    ('guard', dict(guard='no')),
+    # values (the checked path: every CPU backend checks them by default)
+    ('idx_mapping', dict(idx_mapping=torch.tensor([0, 2], dtype=torch.int32))),
+    ('query_start_loc', dict(query_start_loc=torch.tensor([0, 1, 5], dtype=torch.int32))),
+    ('query_start_loc', dict(query_start_loc=torch.tensor([0, 2, 1], dtype=torch.int32))),
+    ('cu_num_logits', dict(cu_num_logits=torch.tensor([0, 2, 3], dtype=torch.int32), num_logits=3)),
+    ('num_logits', dict(num_logits=3)),
+    ('cu_num_logits', dict(draft_tokens=torch.zeros(2, 0, dtype=torch.int64), cu_num_logits=torch.tensor([0, 1, 3], dtype=torch.int32), num_logits=3)),
 ])
 def test_bad_arguments_raise_value_error_naming_them(backend, name, kw):
     args = _bad(**{k: v for k, v in kw.items() if k != 'out'})
     with pytest.raises(ValueError, match=name):
         combine_sampled_and_draft_tokens(**args, out=kw.get('out'), backend=backend)
+
+@st.composite
+def any_inputs(draw):
+    "Small inputs of the right types and shapes whose values are anywhere near their valid range: often invalid."
+    r, pool, k, ns = draw(st.integers(0, 3)), draw(st.integers(1, 3)), draw(st.integers(0, 3)), draw(st.sampled_from([0, 1]))
+    ints = lambda n, lo, hi: draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n))
+    qsl, cu = [0], [0]
+    for q in ints(r, 0, 4): qsl.append(qsl[-1] + q); cu.append(cu[-1] + draw(st.integers(0, q + 1)))
+    idx = ints(r, 0, pool - 1)
+    for xs in (qsl, cu):  # now and then, one offset off by up to 2
+        if draw(st.integers(0, 3)) == 0: xs[draw(st.integers(0, r))] += draw(st.integers(-2, 2))
+    if r and draw(st.integers(0, 3)) == 0: idx[draw(st.integers(0, r - 1))] = draw(st.sampled_from([-1, pool]))  # a slot out of range
+    i32 = lambda xs: torch.tensor(xs, dtype=torch.int32)
+    return dict(input_ids=i32(ints(max(qsl[-1] + draw(st.integers(-1, 2)), 0), 0, 99)), idx_mapping=i32(idx),
+                last_sampled_tokens=torch.tensor(ints(pool, 100, 199)), query_start_loc=i32(qsl), seq_lens=i32(ints(r, 0, 8)),
+                prefill_len=i32(ints(pool, 0, 8)), draft_tokens=torch.tensor(ints(pool * k, 200, 299), dtype=torch.int64).reshape(pool, k),
+                cu_num_logits=i32(cu), num_logits=cu[-1] + draw(st.sampled_from([0, 0, 0, 1])), num_new_sampled_tokens=ns)
+
+@given(any_inputs(), st.booleans())
+def test_backends_agree_on_every_input_they_accept(kw, guard):
+    "With the value check on, every backend rejects the same inputs with the same message, and agrees on the rest."
+    outcomes = {}
+    for be in BACKENDS_CPU:
+        a = {n: v.clone() if isinstance(v, torch.Tensor) else v for n, v in kw.items()}
+        try:
+            li = combine_sampled_and_draft_tokens(**a, guard=guard, backend=be, check_values=True)
+            outcomes[be] = (a['input_ids'].tolist(), li.tolist())
+        except ValueError as e: outcomes[be] = ('rejected', str(e))
+    event('accepted' if outcomes['reference'][0] != 'rejected' else 'rejected')
+    assert len({repr(o) for o in outcomes.values()}) == 1, outcomes
 
 def test_unknown_backend():
     with pytest.raises(ValueError, match='backend'): combine_sampled_and_draft_tokens(**_bad(), backend='cuda-graph')
@@ -132,7 +169,7 @@ def test_imports_and_runs_without_triton():
             "from vllm_pd_spec.kernels.combine import combine_sampled_and_draft_tokens as f, combine_backend, upstream_case\n"
             "import os; os.environ['TRITON_INTERPRET'] = '1'; assert combine_backend('cpu') == 'reference'\n"
             "kw, ids, li = upstream_case(2); assert f(**kw).tolist() == li and kw['input_ids'].tolist() == ids\n"
-            "from vllm_pd_spec.kernels.bench import sweep; s = sweep(5); assert s['backend'] == 'reference'\n")
+            "from vllm_pd_spec.kernels.batches import sweep; s = sweep(5); assert s['backend'] == 'reference'\n")
     subprocess.run([sys.executable, '-c', code], check=True)
 
 @needs_triton
@@ -162,9 +199,51 @@ def test_upstream_cases_cuda(case):
 
 @pytest.mark.gpu
 def test_cuda_large_batch():
-    from vllm_pd_spec.kernels.bench import decode_batch
+    import random
     for k in (1, 3, 7):
-        b = decode_batch(4096, k, device='cuda', seed=k)
+        rng = random.Random(k)
+        rows = [row_spec('decode', p, p + rng.randint(0, 100), k) for p in (rng.randint(16, 4096) for _ in range(4096))]
+        b = build_batch(rows, k, 1, seed=k, device='cuda', extra_slots=1025)
         for guard in (True, False):
             x, y = run_case(b, 'triton', guard), run_case(b, 'reference', guard)
             assert torch.equal(x[0], y[0]) and torch.equal(x[1], y[1])
+
+@pytest.mark.gpu
+@settings(max_examples=200)
+@given(batches(device='cuda'), st.booleans())
+def test_cuda_hot_path_launches_directly(b, guard):
+    "The default path (no backend named, no value check): the first call of a key compiles, later ones launch directly."
+    ref = run_case(b, 'reference', guard)
+    for _ in range(2): assert all(torch.equal(x, y) for x, y in zip(run_case(b, None, guard), ref))
+    assert set(launch_mode().values()) == {'direct'}
+
+class _InterpretedLaunch:
+    "Stands in for a cached compiled launch on a CPU: the same call, run by the interpreter."
+    def __init__(self, fn, consts): self.fn, self.consts, self.direct, self.calls = fn, consts, True, 0
+    def __call__(self, grid, *args):
+        from vllm_pd_spec.kernels.combine import _jit
+        self.calls += 1; _jit(self.fn, True)[(grid,)](*args, *self.consts)
+
+@needs_triton
+@pytest.mark.parametrize('case', range(4))
+def test_hot_path_passes_the_kernel_its_arguments(monkeypatch, case):
+    "The hot path (a cached key) skips every check and launches with the arguments in the kernel's order."
+    from vllm_pd_spec.kernels import combine as c
+    kw, want_ids, want_li = upstream_case(case)
+    launch = _InterpretedLaunch(c._combine_kernel, (c._combine_block(3, 1), 1, True))
+    key = c._combine_key(*(kw[a] for a in ('input_ids', 'idx_mapping', 'last_sampled_tokens', 'query_start_loc', 'seq_lens',
+                                           'prefill_len', 'draft_tokens', 'cu_num_logits')), 1, True, None)
+    monkeypatch.setitem(c._LAUNCHES, key, launch)
+    monkeypatch.setattr(c, '_validate', lambda *a, **k: pytest.fail('the hot path ran the checks'))
+    li = combine_sampled_and_draft_tokens(**kw)
+    assert launch.calls == 1 and kw['input_ids'].tolist() == want_ids and li.tolist() == want_li
+
+@pytest.mark.gpu
+def test_cuda_second_call_skips_the_checks(monkeypatch):
+    from vllm_pd_spec.kernels import combine as c
+    kw, want_ids, want_li = upstream_case(2, 'cuda')
+    combine_sampled_and_draft_tokens(**kw)
+    kw2, _, _ = upstream_case(2, 'cuda')
+    monkeypatch.setattr(c, '_validate', lambda *a, **k: pytest.fail('the second call ran the checks'))
+    li = combine_sampled_and_draft_tokens(**kw2)
+    assert kw2['input_ids'].tolist() == want_ids and li.tolist() == want_li
