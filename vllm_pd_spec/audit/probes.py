@@ -441,7 +441,7 @@ def probe_ordering()->list:
     if not found or locate('vllm.v1.core.kv_cache_manager:KVCacheManager') is None: return [missing(name, *paths)]
     hook = _scheduler_calls_on_new_request()
     cases = [(N, h) for N in range(2, 18) for h in sorted({N, N - 1, N // 2})]
-    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)(O.schedule_num_new_tokens(c[0], 4, c[1], 1, fixed))
+    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)((O.schedule_num_new_tokens if fixed else O.legacy_schedule_num_new_tokens)(c[0], 4, c[1], 1))
     out = []
     for p, cls in found:
         out.append(classify(f'{name} ({cls.__name__})', where(cls), cases, lambda c, cls=cls: replay_53514(cls, *c),
@@ -510,7 +510,7 @@ def probe_ordering_scheduler()->list:
     try: make = real_scheduler_factory()
     except Exception as e: return [Finding(name, where(sched), 'error', note=f'could not build a VllmConfig here: {type(e).__name__}: {e}'[:300])]
     cases = [(N, h) for N in (2, 16, 17, 20, 32, 33, 40, 48, 49, 64, 65) for h in sorted({N, N - 1, N // 2})]
-    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)(O.schedule_num_new_tokens(c[0], 16, c[1], 1, fixed))
+    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)((O.schedule_num_new_tokens if fixed else O.legacy_schedule_num_new_tokens)(c[0], 16, c[1], 1))
     return [classify(name, where(getattr(sched, 'schedule')), cases, lambda c: replay_53514_scheduler(make, *c),
                      ours(True), ours(False), show=lambda c: f'prompt {c[0]}, cached prefix {c[1]}, block 16',
                      note='real VllmConfig (tiny Llama config.json shipped in the package), Scheduler, KVCacheManager and '
@@ -597,8 +597,8 @@ def probe_effective_lookahead()->list:
         spec = our_spec(c[0])
         return S.num_lookahead_tokens(spec), c[1], spec is not None and spec.use_eagle(), c[2]
     return [classify(name, where(fn), cases, lambda c: eval_waiting_lookahead(stmts, expr, *args(c)),
-                     lambda c: S.effective_lookahead_tokens(*args(c)),
-                     lambda c: S.effective_lookahead_tokens(*args(c), fixes=Fixes().off('dflash_slots')),
+                     lambda c: S.effective_lookahead_tokens(*args(c)[:3]),
+                     lambda c: S.legacy_effective_lookahead_tokens(args(c)[0], args(c)[3]),
                      show=lambda c: f'{show_spec(c[0])}, load_kv_async={c[1]}, computed={c[2]}', how='by source',
                      note='; '.join(stmts + [f'num_lookahead_tokens={expr}']))]
 

@@ -52,7 +52,8 @@ def fix3_case(num_prompt_tokens:int, # N, the prompt as it arrives
     try: num_new, fired = s.schedule().num_scheduled_tokens.get('B', 0), False
     except SchedulerAssertionError: num_new, fired = 0, True
     fixed = fixes.truncation_ordering
-    predicted_new = ordering.schedule_num_new_tokens(num_prompt_tokens, block_size, hit, backoff, fixed)
+    predicted_new = (ordering.schedule_num_new_tokens if fixed else ordering.legacy_schedule_num_new_tokens)(
+        num_prompt_tokens, block_size, hit, backoff)
     predicted = predicted_new <= 0
     if not fixed: assert predicted == ordering.legacy_assertion_fires(num_prompt_tokens, block_size, hit, backoff)
     return dict(N=num_prompt_tokens, block_size=block_size, backoff=backoff, hit=hit, num_new_tokens=num_new,
@@ -99,7 +100,8 @@ def fix4_case(k:int, # drafts per step
         v = chk.check_write('r', 0, range(end, end + past), 'drafter')  # every draft accepted: from the new length
         out['prefill' if step == 0 else 'decode'] += len(v)
         s.update_from_output(so, toy_runner_output(s, so))
-    out['predicted_prefill'] = int(not slots.slots_cover_writes(spec, 0, num_prompt_tokens, block_size, fixes=fixes))
+    covers = slots.slots_cover_writes if fixes.dflash_slots else slots.legacy_slots_cover_writes
+    out['predicted_prefill'] = int(not covers(spec, 0, num_prompt_tokens, block_size))
     return out
 
 # %% ../../nbs/16_engine_repro.ipynb #df414ee2

@@ -255,8 +255,9 @@ def schedule(self:Scheduler)->SchedulerOutput:
             if pad:  # upstream #45237/#55126: keep the uniform 1 + k decode shape with placeholder drafts
                 if 1 + self.num_spec_tokens > token_budget: break
                 n = 1 + self.num_spec_tokens
-        lookahead = slots.effective_lookahead_tokens(self.num_lookahead_tokens, load_kv_async, self.use_eagle,
-                                                     request.num_computed_tokens, self.fixes)
+        lookahead = (slots.effective_lookahead_tokens(self.num_lookahead_tokens, load_kv_async, self.use_eagle)
+                     if self.fixes.dflash_slots else  # fix 4: withhold only on an async load (legacy: on a first prefill)
+                     slots.legacy_effective_lookahead_tokens(self.num_lookahead_tokens, request.num_computed_tokens))
         new_blocks = kvm.allocate_slots(request, n, num_local + num_external, new_computed_blocks, lookahead,
                                         delay_cache_blocks=load_kv_async)
         if new_blocks is None: break

@@ -57,7 +57,8 @@ def stream_case(prompts:list, # the stream (`prefix_stream`)
         rid = f'r{i}'
         _, hit = s.kv_cache_manager.find_longest_cache_hit(Request('probe', prompt, block_size=block_size).block_hashes,
                                                            len(prompt))
-        predicted = ordering.schedule_num_new_tokens(len(prompt), block_size, hit, backoff, fixed) <= 0
+        num_new = ordering.schedule_num_new_tokens if fixed else ordering.legacy_schedule_num_new_tokens
+        predicted = num_new(len(prompt), block_size, hit, backoff) <= 0
         s.add_request(Request(rid, prompt, max_tokens=16,
                               kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
         try: _drain(s, rid); fired = False
