@@ -102,14 +102,9 @@ def slots_cover_writes(spec:SpeculativeConfig|None, # the speculative config, or
     if load_kv_async: return True  # an async-load step computes and drafts nothing
     return _covered(spec, num_computed, num_new, step_lookahead_tokens(spec, False), block_size, samples)
 
-def legacy_slots_cover_writes(spec:SpeculativeConfig|None, # the speculative config, or None
-                              num_computed:int, # tokens computed before this step
-                              num_new:int, # tokens the target computes this step
-                              block_size:int, # tokens per KV block
-                              samples:bool=True, # the step samples
-                              load_kv_async:bool=False, # the KV arrives asynchronously (then nothing is computed)
-                             )->bool:
-    "True when every position written this step lies in a slot the legacy lookahead allocated."
+def legacy_slots_cover_writes(spec:SpeculativeConfig|None, num_computed:int, num_new:int, block_size:int,
+                              samples:bool=True, load_kv_async:bool=False)->bool:
+    "`slots_cover_writes` (same arguments) with the legacy lookahead."
     if load_kv_async: return True
     return _covered(spec, num_computed, num_new, legacy_step_lookahead_tokens(spec, num_computed), block_size, samples)
 

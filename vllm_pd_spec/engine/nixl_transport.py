@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 import torch
 from .transport import KVTransport, TransferRecord, PDConnectorWorker, digest, _tensors
-from .scheduler import KVConnectorOutput, ModelRunnerOutput
+from .outputs import KVConnectorOutput, ModelRunnerOutput
 os.environ.setdefault('NIXL_LOG_LEVEL', 'WARN')  # NIXL announces every agent at INFO; spawned engines inherit this
 
 # %% ../../nbs/19_nixl_transport.ipynb #6147a3b1

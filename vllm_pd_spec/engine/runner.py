@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..config import LayerSpec, ModelConfig, VllmConfig
 from ..contracts import rows as rows_contract, lookahead as la
 from ..kernels.combine import combine_sampled_and_draft_tokens
-from .scheduler import ModelRunnerOutput, SchedulerOutput
+from .outputs import ModelRunnerOutput, SchedulerOutput
 from .transport import PDConnectorWorker
 from ..model.model import ForwardMeta
 from ..model.drafters import SpecModel, load_model
