@@ -150,7 +150,7 @@ NOTES = ('Measured on the engine (real Scheduler, KVCacheManager with prefix cac
          'on a P instance of a full-attention + GDN model: requests whose scheduling trips assert num_new_tokens > 0, '
          'legacy hook order (truncate in get_num_new_matched_tokens, after the prefix lookup) vs fixed (on_new_request). '
          'Headline: a seeded stream of prompts cut from a few shared documents, summed over block sizes and backoffs; '
-         'rows add the exhaustive identical-pair sweep (engine.repro.fix3_case). Every outcome is checked against the '
+         'rows add the exhaustive identical-pair sweep (experiments.ordering.fix3_case). Every outcome is checked against the '
          'ordering contract. Modelled: no model (stand-in runner), requests run one after another, D reads at once; '
          'a failing request is counted and aborted (upstream the engine core dies).')
 
