@@ -201,3 +201,9 @@ def test_failed_load_is_recomputed_locally():
     assert so.num_scheduled_tokens == {'x': 10}
     D.update_from_output(so, toy_runner_output(D, so))
     assert not D.has_requests() and D.kv_cache_manager.get_num_free_blocks() == 15
+
+def test_limits_come_from_the_config():
+    "The scheduler reads its limits from `VllmConfig`; a stray positional pool size is refused, naming the argument."
+    s = sched(VllmConfig(model=FULL), num_blocks=12, max_num_batched_tokens=7, max_num_seqs=2)
+    assert (s.max_num_scheduled_tokens, s.max_num_running_reqs, s.kv_cache_config.num_blocks) == (7, 2, 12)
+    with pytest.raises(TypeError, match='kv_cache_config'): Scheduler(VllmConfig(model=FULL), 64)

@@ -37,7 +37,7 @@ def _default_model()->SpecModel:
     if 'm' not in _MODEL: _MODEL['m'] = load_model()
     return _MODEL['m']
 
-# %% ../../nbs/26_llm_engine.ipynb #81cfd1c8
+# %% ../../nbs/26_llm_engine.ipynb #b787ac94
 class StepObserver:
     "Watches an engine's steps; subclass it, or pass the callbacks (each does nothing by default)."
     def __init__(self, on_schedule=None, # `on_schedule(scheduler_output)`: after `schedule()`, before the runner
@@ -57,6 +57,7 @@ class LLMEngine:
     "One engine: a scheduler, a runner (the model's by default) and, for P/D roles, the connector's worker."
     def __init__(self, vllm_config:VllmConfig, # speculation, layers, role, fixes, scheduler and cache limits
                  model:SpecModel|None=None, # the weights `ModelRunner` runs (default: the shipped ones)
+                 *,
                  transport:KVTransport|None=None, # P/D: the transport the connector's worker drives
                  engine_id:str|None=None, # default `'{role}-0'`
                  device='cpu', # where the model runs

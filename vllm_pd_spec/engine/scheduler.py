@@ -8,12 +8,14 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/engine_scheduler.html.md"""
 __all__ = ['SchedulerAssertionError', 'Scheduler', 'toy_runner_output', 'ToyRunner']
 
 # %% ../../nbs/14_engine_scheduler.ipynb #574d1ada
+# About 400 lines, the engine's largest module: upstream's scheduler.py (about 3,800 lines) cut to the paths the six
+# fixes touch, plus the stand-in runner the model-free experiments step with.
 from fastcore.basics import patch
 from collections import deque
 from ..config import VllmConfig
 from ..contracts import lookahead, slots
 from .request import Request, RequestStatus
-from .kv_cache_manager import KVCacheConfig, KVCacheManager, get_kv_cache_config
+from .kv_cache_manager import KVCacheConfig, KVCacheManager, FullAttentionSpec, get_kv_cache_config
 from .connector import PDConnectorScheduler
 from .outputs import (NewRequestData, CachedRequestData, SchedulerOutput, KVConnectorOutput,
     ModelRunnerOutput, EngineCoreOutput, SpecDecodingStats)
@@ -30,6 +32,8 @@ class Scheduler:
                  kv_cache_config:KVCacheConfig|None=None, # the KV groups (default: planned from `vllm_config`)
                  engine_id:str|None=None, # for the connector; default `'{role}-0'`
                 ):
+        if kv_cache_config is not None and not isinstance(kv_cache_config, KVCacheConfig):
+            raise TypeError(f'kv_cache_config={kv_cache_config!r}: a KVCacheConfig or None (the limits are in vllm_config)')
         self.vllm_config, self.fixes = vllm_config, vllm_config.fixes
         self.scheduler_config = vllm_config.scheduler_config
         self.max_num_scheduled_tokens = self.scheduler_config.max_num_batched_tokens
@@ -107,7 +111,7 @@ def _update_waiting_for_remote_kv(self:Scheduler, request:Request)->bool:
 
 @patch
 def _full_attention_groups(self:Scheduler)->set:
-    from vllm_pd_spec.engine.kv_cache_manager import FullAttentionSpec
+    "The KV groups of full-attention layers (the only ones whose loaded blocks are whole)."
     return {i for i, g in enumerate(self.kv_cache_config.kv_cache_groups) if isinstance(g.kv_cache_spec, FullAttentionSpec)}
 
 # %% ../../nbs/14_engine_scheduler.ipynb #df0a5d22
@@ -158,7 +162,7 @@ def _schedule_running(self:Scheduler,
         req_index += 1
     return token_budget, scheduled_running_reqs, preempted_reqs, prefill_scheduled
 
-# %% ../../nbs/14_engine_scheduler.ipynb #f4745aba
+# %% ../../nbs/14_engine_scheduler.ipynb #c8620140
 @patch
 def _computed_tokens(self:Scheduler, request:Request)->tuple:
     "`(new_computed_blocks, num_new_local_computed_tokens, num_external_computed_tokens, load_kv_async)` of a waiting request."
@@ -241,7 +245,7 @@ def _schedule_waiting(self:Scheduler,
     self.waiting.extendleft(reversed(skipped_waiting_requests))
     return scheduled_new_reqs
 
-# %% ../../nbs/14_engine_scheduler.ipynb #560dab8c
+# %% ../../nbs/14_engine_scheduler.ipynb #2585747f
 @patch
 def _make_output(self:Scheduler, scheduled_new_reqs:list, scheduled_running_reqs:list, preempted_reqs:list,
                  num_scheduled_tokens:dict, scheduled_spec_decode_tokens:dict)->SchedulerOutput:
