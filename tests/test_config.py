@@ -65,3 +65,15 @@ def test_defaults():
     c = VllmConfig()
     assert c.speculative_config is None and c.fixes == Fixes() and c.role == 'standalone'
     assert c.model.layers == (LayerSpec('full_attention'),) and c.model.block_size == 16
+
+@pytest.mark.parametrize('mk,field', [(lambda: SchedulerConfig(max_num_batched_tokens=0), 'max_num_batched_tokens'),
+                                      (lambda: SchedulerConfig(max_num_seqs=1.5), 'max_num_seqs'),
+                                      (lambda: SchedulerConfig(long_prefill_token_threshold=-1), 'long_prefill_token_threshold'),
+                                      (lambda: CacheConfig(num_gpu_blocks=1), 'num_gpu_blocks'),
+                                      (lambda: VllmConfig(scheduler_config=dict(max_num_seqs=4)), 'scheduler_config')])
+def test_scheduler_and_cache_limits_validated(mk, field):
+    with pytest.raises(ValueError, match=f'^{field}='): mk()
+
+@given(st.integers(0, 10_000), st.integers(1, 64))
+def test_cdiv(a, b):
+    assert cdiv(a, b) * b >= a > (cdiv(a, b) - 1) * b or a == 0 == cdiv(a, b)

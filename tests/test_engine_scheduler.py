@@ -1,14 +1,21 @@
 "Upstream's scheduler and NIXL connector examples as plain tests on the engine."
 from types import SimpleNamespace
 import pytest
-from vllm_pd_spec.config import Fixes, LayerSpec, ModelConfig, SpeculativeConfig, VllmConfig, make_kv_transfer_params
+from dataclasses import replace
+from vllm_pd_spec.config import (Fixes, LayerSpec, ModelConfig, SpeculativeConfig, VllmConfig, SchedulerConfig, CacheConfig,
+                                 make_kv_transfer_params)
 from vllm_pd_spec.engine.request import Request, RequestStatus
-from vllm_pd_spec.engine.scheduler import (KVConnectorOutput, Scheduler, SchedulerAssertionError, toy_runner_output)
+from vllm_pd_spec.engine.outputs import KVConnectorOutput
+from vllm_pd_spec.engine.scheduler import Scheduler, SchedulerAssertionError, toy_runner_output
 
 FULL = ModelConfig((LayerSpec('full_attention'),), block_size=4)
 GDN = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=4)
 SWA = ModelConfig((LayerSpec('sliding_window', 8),), block_size=4)
 MTP3 = SpeculativeConfig('mtp', 3, num_mtp_modules=3)
+
+def sched(vllm_config:VllmConfig, num_blocks:int=256, **kw)->Scheduler:
+    "A scheduler over `vllm_config` with a pool of `num_blocks` and the scheduler limits `kw`."
+    return Scheduler(replace(vllm_config, scheduler_config=SchedulerConfig(**kw), cache_config=CacheConfig(num_blocks)))
 
 def run(s, steps=100, **kw):
     for _ in range(steps):
@@ -28,7 +35,7 @@ def test_lookahead_numbers_follow_fixes():
     assert Scheduler(VllmConfig(SpeculativeConfig('eagle', 3), FULL)).num_prefill_lookahead == 1
 
 def test_chunked_prefill_respects_budget():
-    s = Scheduler(VllmConfig(model=FULL), max_num_batched_tokens=16)
+    s = sched(VllmConfig(model=FULL), max_num_batched_tokens=16)
     for i in range(3): s.add_request(Request(f'r{i}', [i] * 20, max_tokens=2))
     seen = []
     while s.has_requests():
@@ -39,20 +46,20 @@ def test_chunked_prefill_respects_budget():
     assert seen[:2] == [{'r0': 16}, {'r0': 4, 'r1': 12}]
 
 def test_long_prefill_threshold_and_no_chunking():
-    s = Scheduler(VllmConfig(model=FULL), max_num_batched_tokens=64, long_prefill_token_threshold=5)
+    s = sched(VllmConfig(model=FULL), max_num_batched_tokens=64, long_prefill_token_threshold=5)
     s.add_request(Request('a', list(range(12))))
     assert s.schedule().num_scheduled_tokens == {'a': 5}
-    s = Scheduler(VllmConfig(model=FULL), max_num_batched_tokens=8, enable_chunked_prefill=False)
+    s = sched(VllmConfig(model=FULL), max_num_batched_tokens=8, enable_chunked_prefill=False)
     s.add_request(Request('a', list(range(12))))
     assert s.schedule().num_scheduled_tokens == {}
 
 def test_reserve_shrinks_last_chunk_for_mtp():
-    s = Scheduler(VllmConfig(MTP3, FULL), max_num_batched_tokens=9)
+    s = sched(VllmConfig(MTP3, FULL), max_num_batched_tokens=9)
     s.add_request(Request('a', list(range(10)), max_tokens=1))
     assert s.schedule().num_scheduled_tokens == {'a': 7}  # 9 would leave 1 < 3 tokens for the last chunk
 
 def test_preemption_by_recompute_and_pool_full_at_end():
-    s = Scheduler(VllmConfig(model=FULL), num_blocks=6, max_num_batched_tokens=64)
+    s = sched(VllmConfig(model=FULL), num_blocks=6, max_num_batched_tokens=64)
     for i in range(2): s.add_request(Request(f'q{i}', [10 + i] * 8, max_tokens=6))
     preempted = []
     while s.has_requests():
@@ -72,13 +79,13 @@ def test_spec_decode_rejections_roll_back_computed_tokens():
     assert s.spec_decoding_stats.num_draft_tokens == 3 and s.spec_decoding_stats.num_accepted_tokens == 0
 
 def test_no_drafts_kept_for_prefill_chunks():
-    s = Scheduler(VllmConfig(SpeculativeConfig('eagle', 2), FULL), max_num_batched_tokens=4)
+    s = sched(VllmConfig(SpeculativeConfig('eagle', 2), FULL), max_num_batched_tokens=4)
     s.add_request(Request('e', list(range(10))))
     run(s, steps=1)
     assert s.requests['e'].spec_token_ids == []
 
 def test_abort_frees_blocks_everywhere():
-    s = Scheduler(VllmConfig(model=FULL), max_num_batched_tokens=8)
+    s = sched(VllmConfig(model=FULL), max_num_batched_tokens=8)
     for i in range(3): s.add_request(Request(f'a{i}', list(range(10))))
     so = s.schedule(); s.update_from_output(so, toy_runner_output(s, so))
     s.finish_requests(['a0', 'a2'])
@@ -137,8 +144,8 @@ def test_issue_53514_legacy_ordering_trips_assertion():
     assert s.schedule().num_scheduled_tokens == {'b': 4}
 
 def test_pd_handoff_holds_p_blocks_and_loads_d_async():
-    P = Scheduler(VllmConfig(model=GDN, role='prefill'), num_blocks=64)
-    D = Scheduler(VllmConfig(model=GDN, role='decode'), num_blocks=64)
+    P = sched(VllmConfig(model=GDN, role='prefill'), num_blocks=64)
+    D = sched(VllmConfig(model=GDN, role='decode'), num_blocks=64)
     prompt = list(range(10))
     P.add_request(Request('r', prompt, max_tokens=50, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
     so = P.schedule(); (out,) = P.update_from_output(so, toy_runner_output(P, so))
@@ -159,7 +166,7 @@ def test_pd_handoff_holds_p_blocks_and_loads_d_async():
     assert not D.has_requests() and D.kv_cache_manager.get_num_free_blocks() == 63
 
 def test_d_side_abort_while_loading_keeps_blocks_until_load_done():
-    D = Scheduler(VllmConfig(model=FULL, role='decode'), num_blocks=16)
+    D = sched(VllmConfig(model=FULL, role='decode'), num_blocks=16)
     params = make_kv_transfer_params(do_remote_prefill=True, remote_engine_id='p', remote_request_id='x',
                                      remote_block_ids=([1, 2, 3],))
     D.add_request(Request('x', list(range(10)), kv_transfer_params=params))
@@ -176,14 +183,14 @@ def test_dflash_first_prefill_gets_lookahead_slots_unless_async_eagle():
         s.add_request(Request('a', list(range(4))))
         so = s.schedule()
         assert len(so.scheduled_new_reqs[0].block_ids[0]) == blocks
-    D = Scheduler(VllmConfig(df, FULL, role='decode'), num_blocks=16)
+    D = sched(VllmConfig(df, FULL, role='decode'), num_blocks=16)
     params = make_kv_transfer_params(do_remote_prefill=True, remote_engine_id='p', remote_request_id='x', remote_block_ids=([1],))
     D.add_request(Request('x', list(range(4)), kv_transfer_params=params))
     D.schedule()
     assert len(D.kv_cache_manager.get_block_ids('x')[0]) == 1  # no lookahead while the KV loads (#22317)
 
 def test_failed_load_is_recomputed_locally():
-    D = Scheduler(VllmConfig(model=FULL, role='decode'), num_blocks=16)
+    D = sched(VllmConfig(model=FULL, role='decode'), num_blocks=16)
     params = make_kv_transfer_params(do_remote_prefill=True, remote_engine_id='p', remote_request_id='x',
                                      remote_block_ids=([1, 2, 3],))
     D.add_request(Request('x', list(range(10)), max_tokens=1, kv_transfer_params=params))
@@ -194,3 +201,9 @@ def test_failed_load_is_recomputed_locally():
     assert so.num_scheduled_tokens == {'x': 10}
     D.update_from_output(so, toy_runner_output(D, so))
     assert not D.has_requests() and D.kv_cache_manager.get_num_free_blocks() == 15
+
+def test_limits_come_from_the_config():
+    "The scheduler reads its limits from `VllmConfig`; a stray positional pool size is refused, naming the argument."
+    s = sched(VllmConfig(model=FULL), num_blocks=12, max_num_batched_tokens=7, max_num_seqs=2)
+    assert (s.max_num_scheduled_tokens, s.max_num_running_reqs, s.kv_cache_config.num_blocks) == (7, 2, 12)
+    with pytest.raises(TypeError, match='kv_cache_config'): Scheduler(VllmConfig(model=FULL), 64)

@@ -3,11 +3,13 @@ from collections import Counter
 import pytest
 from hypothesis import settings, strategies as st, HealthCheck
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from vllm_pd_spec.config import Fixes, LayerSpec, ModelConfig, SpeculativeConfig, VllmConfig, make_kv_transfer_params
+from vllm_pd_spec.config import (Fixes, LayerSpec, ModelConfig, SpeculativeConfig, VllmConfig, SchedulerConfig, CacheConfig,
+                                 make_kv_transfer_params)
 from vllm_pd_spec.engine.request import Request, RequestStatus
 from vllm_pd_spec.contracts.slots import drafter_positions_past
-from vllm_pd_spec.engine.kv_cache_manager import SlotChecker
-from vllm_pd_spec.engine.scheduler import KVConnectorOutput, Scheduler, toy_runner_output
+from vllm_pd_spec.engine.kv_cache_manager import SlotChecker, get_kv_cache_config
+from vllm_pd_spec.engine.outputs import KVConnectorOutput
+from vllm_pd_spec.engine.scheduler import Scheduler, toy_runner_output
 
 MODELS = {
     'full': (LayerSpec('full_attention'),),
@@ -27,9 +29,10 @@ class SchedulerMachine(RuleBasedStateMachine):
     @initialize(model=st.sampled_from(sorted(MODELS)), spec=st.sampled_from(sorted(SPECS)),
                 role=st.sampled_from(['standalone', 'prefill', 'decode']), caching=st.booleans())
     def setup(self, model, spec, role, caching):
-        vc = VllmConfig(SPECS[spec], ModelConfig(MODELS[model], block_size=BS), role, Fixes())
-        self.s = Scheduler(vc, num_blocks=NUM_BLOCKS, max_num_batched_tokens=BUDGET, max_num_seqs=4,
-                           max_model_len=96, enable_caching=caching, drafter_layer_names=('draft.0',))
+        vc = VllmConfig(SPECS[spec], ModelConfig(MODELS[model], block_size=BS), role, Fixes(),
+                        SchedulerConfig(max_num_batched_tokens=BUDGET, max_num_seqs=4, max_model_len=96),
+                        CacheConfig(num_gpu_blocks=NUM_BLOCKS, enable_prefix_caching=caching))
+        self.s = Scheduler(vc, get_kv_cache_config(vc, drafter_layer_names=('draft.0',)))
         self.role, self.n = role, 0
         self.checker, self.past = SlotChecker(self.s.kv_cache_manager), drafter_positions_past(SPECS[spec])
 

@@ -72,12 +72,12 @@ def test_transfer_record_error_fails_nothing_by_itself():
 
 def test_scheduler_recomputes_a_corrupted_load_and_counts_it():
     "P/D over a transport whose read fails verification: D recomputes the prompt; nothing leaks on either side."
-    from vllm_pd_spec.config import LayerSpec, ModelConfig, VllmConfig, make_kv_transfer_params
+    from vllm_pd_spec.config import LayerSpec, ModelConfig, VllmConfig, CacheConfig, make_kv_transfer_params
     from vllm_pd_spec.engine.request import Request
     from vllm_pd_spec.engine.scheduler import Scheduler, toy_runner_output
     model = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=4)
     t = _CorruptingTransport()
-    S = {r: Scheduler(VllmConfig(model=model, role=r), num_blocks=32) for r in ('prefill', 'decode')}
+    S = {r: Scheduler(VllmConfig(model=model, role=r, cache_config=CacheConfig(num_gpu_blocks=32))) for r in ('prefill', 'decode')}
     groups = {n: i for i, g in enumerate(S['decode'].kv_cache_config.kv_cache_groups) for n in g.layer_names}
     W = {r: PDConnectorWorker(f'{r}-0', t) for r in S}
     for r, w in W.items(): w.register_kv_caches({n: np.zeros((32, 4, 2)) for n in groups}, groups)

@@ -2,7 +2,7 @@
 import importlib, json, shutil, subprocess, sys
 from pathlib import Path
 import pytest
-from vllm_pd_spec.experiments.reproduce import ExperimentResult
+from vllm_pd_spec.experiments.common import ExperimentResult
 
 MODULES = {1: 'vllm_pd_spec.experiments.lookahead', 3: 'vllm_pd_spec.experiments.ordering',
            4: 'vllm_pd_spec.experiments.slots'}

@@ -2,7 +2,7 @@
 import importlib, json, shutil, subprocess, sys
 from pathlib import Path
 import pytest
-from vllm_pd_spec.experiments.reproduce import ExperimentResult
+from vllm_pd_spec.experiments.common import ExperimentResult
 
 MODULES = {2: 'vllm_pd_spec.experiments.backoff', 5: 'vllm_pd_spec.experiments.rows',
            6: 'vllm_pd_spec.experiments.guard'}

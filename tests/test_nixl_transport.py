@@ -3,20 +3,21 @@ processes (lossless against standalone, no block held at the end), every injecte
 recomputing, and the throughput bench. Skips with the reason when `nixl` cannot load."""
 import random
 import pytest, torch
-from vllm_pd_spec.engine import nixl_transport as nt, pd_process as pp
+from vllm_pd_spec.engine import nixl_transport
+from vllm_pd_spec.experiments import pd_process
 
-OK, WHY = nt.nixl_status()
+OK, WHY = nixl_transport.nixl_status()
 pytestmark = [pytest.mark.nixl, pytest.mark.skipif(not OK, reason=f'{WHY} (install: pip install --no-deps nixl==1.5.1 nixl-cu13==1.5.1)')]
 
 rng = random.Random(1)
 PROMPTS = {f'q{i}': [rng.randrange(1, 50) for _ in range(rng.randrange(5, 26))] for i in range(4)}
 
 @pytest.fixture(scope='module')
-def ref(): return pp.run_standalone(PROMPTS)
+def ref(): return pd_process.run_standalone(PROMPTS)
 
 def _pair():
     caches = lambda v: {'attn.0': (torch.full((6, 4, 2), v), torch.full((6, 4, 2), v)), 'eagle.0': torch.full((6, 4, 2), v)}
-    P, D = nt.NixlTransport('p-t', timeout_s=2.0), nt.NixlTransport('d-t', timeout_s=2.0)
+    P, D = nixl_transport.NixlTransport('p-t', timeout_s=2.0), nixl_transport.NixlTransport('d-t', timeout_s=2.0)
     pc, dc = caches(1.0), caches(0.0)
     P.register_kv_caches('p-t', pc, {'attn.0': 0, 'eagle.0': 1}); D.register_kv_caches('d-t', dc, {'attn.0': 0, 'eagle.0': 1})
     P.add_remote(D.metadata()); D.add_remote(P.metadata())
@@ -55,7 +56,7 @@ def test_in_process_missing_publication_times_out():
     P.close(); D.close()
 
 def test_pd_pair_over_nixl_is_lossless_and_leak_free(ref):
-    res = pp.run_pd_nixl(PROMPTS)
+    res = pd_process.run_pd_nixl(PROMPTS)
     assert res['outputs'] == ref and res['exitcodes'] == (0, 0)
     for r in res['reports'].values():
         assert r['free_blocks'] == r['num_blocks'] - 1 and not any(r['in_use'].values())
@@ -64,17 +65,17 @@ def test_pd_pair_over_nixl_is_lossless_and_leak_free(ref):
 
 @pytest.mark.parametrize('fault,seen', [('fail', 'transfer_error'), ('timeout', 'timeout'), ('corrupt', 'checksum'), ('exit', None)])
 def test_fault_is_survived_counted_and_leak_free(ref, fault, seen):
-    r = pp.fault_run(fault, PROMPTS, 'q2', ref)
+    r = pd_process.fault_run(fault, PROMPTS, 'q2', ref)
     assert r['lossless'] and r['d_leaks'] == 0 and r['recomputed'] >= 1
     if fault == 'exit': assert r['p_exit'] == 17 and r['p_leaks'] == 'exited' and sum(r['faults_seen'].values()) >= 1
     else: assert r['faults_seen'] == {seen: 1} and r['recomputed'] == 1 and r['p_leaks'] == 0
 
 def test_bench_reports_positive_rates():
-    rows = pp.bench_nixl((1, 2), reps=1)
+    rows = pd_process.bench_nixl((1, 2), reps=1)
     assert [r['mib'] for r in rows] == [1, 2]
     assert all(r[k] > 0 for r in rows for k in ('nixl_gbs', 'peer_copy_gbs', 'local_copy_gbs', 'nixl_over_peer'))
     for r in rows: assert abs(r['nixl_over_peer'] - r['peer_copy_gbs'] / r['nixl_gbs']) <= 0.02 * r['nixl_over_peer'] + 0.01
-    assert len(pp.bench_table(rows).splitlines()) == 3
+    assert len(pd_process.bench_table(rows).splitlines()) == 3
 
 def _llm_ready():
     try:
@@ -86,14 +87,14 @@ def _llm_ready():
 def test_real_model_pd_over_nixl_is_lossless_with_parity_and_survives_corruption():
     from vllm_pd_spec.model.data import make_prompts
     task = {f'req-{i}': e.prompt for i, e in enumerate(make_prompts(4, seed=7))}
-    ref_out, ref_spec = pp.llm_standalone(task, max_tokens=6, method='mtp')
-    pd = pp.run_pd_nixl(task, max_tokens=6, build=pp.build_llm_engine, build_kw=dict(method='mtp'),
+    ref_out, ref_spec = pd_process.llm_standalone(task, max_tokens=6, method='mtp')
+    pd = pd_process.run_pd_nixl(task, max_tokens=6, build=pd_process.build_llm_engine, build_kw=dict(method='mtp'),
                         p_kw=dict(faults={'req-1': 'corrupt'}), deadline_s=240)
     rd = pd['reports']['decode']
     assert pd['outputs'] == ref_out  # lossless, float64, with one load recomputed
     assert rd['failures'] == [('req-1', 'checksum')] and rd['recomputed'] == 1 and rd['stats']['transfers'] == len(task) - 1
     for r in pd['reports'].values(): assert r['free_blocks'] == r['num_blocks'] - 1 and not any(r['in_use'].values())
-    pd2 = pp.run_pd_nixl(task, max_tokens=6, build=pp.build_llm_engine, build_kw=dict(method='mtp'), deadline_s=240)
+    pd2 = pd_process.run_pd_nixl(task, max_tokens=6, build=pd_process.build_llm_engine, build_kw=dict(method='mtp'), deadline_s=240)
     assert pd2['outputs'] == ref_out and pd2['reports']['decode']['spec'] == ref_spec  # lossless and parity
 
 @pytest.mark.skipif(not _llm_ready(), reason="Engine II's LLMEngine is not importable")
@@ -104,7 +105,7 @@ def test_in_process_pdpair_over_nixlpair_equals_local_transport():
     m64 = load_model(dtype=torch.float64)
     prompts = [e.prompt for e in make_prompts(3, seed=11)]
     runs = {}
-    for name, tr in (('local', None), ('nixl', nt.NixlPair())):
+    for name, tr in (('local', None), ('nixl', nixl_transport.NixlPair())):
         pair = PDPair('dflash', model=m64, transport=tr, dtype=torch.float64)
         runs[name] = (pair.generate(prompts, max_tokens=6), dict(vars(pair.spec_stats)))
     assert runs['nixl'] == runs['local']  # same outputs and same acceptance counts

@@ -2,8 +2,8 @@
 is lossless and has per-position acceptance parity (float64); each legacy consequence shows up (fix 5: accuracy with
 a 2-token MTP tail; fix 6: accuracy with a padded EAGLE tail; fix 2: acceptance never above standalone, lossless)."""
 import pytest, torch
-from vllm_pd_spec.config import Fixes
-from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, make_config
+from vllm_pd_spec.config import Fixes, SchedulerConfig, CacheConfig
+from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
 from vllm_pd_spec.model.drafters import load_model, spec_decode
 from vllm_pd_spec.model.data import make_prompts, exact_match
 from vllm_pd_spec.engine.request import Request
@@ -18,7 +18,7 @@ def _acc(examples, outs): return sum(exact_match(e.answer, o) for e, o in zip(ex
 
 @pytest.mark.parametrize('method', [None, 'mtp', 'eagle', 'dflash'])
 def test_standalone_matches_reference(m32, examples, method):
-    eng = LLMEngine(make_config(method, 3, model=m32), m32, max_num_batched_tokens=24)
+    eng = LLMEngine(make_config(method, 3, model=m32, scheduler_config=SchedulerConfig(max_num_batched_tokens=24)), m32)
     outs = eng.generate([e.prompt for e in examples[:4]], 8)
     assert outs == [spec_decode(m32, e.prompt, 8)[0] for e in examples[:4]]
 
@@ -61,11 +61,10 @@ def test_pd_lossless_cuda(examples):
 def test_preemption_and_prefix_hits_lossless(m32, method):
     "Few KV blocks force preemption; a resumed request's local prefix hit restores the GDN state kept per block."
     ex = make_prompts(8, seed=8)
-    eng = LLMEngine(make_config(method, 3, model=m32), m32, num_blocks=10, max_num_batched_tokens=32)
-    preempted, schedule = [], eng.scheduler.schedule
-    def spy():
-        so = schedule(); preempted.extend(so.preempted_req_ids); return so
-    eng.scheduler.schedule = spy
+    eng = LLMEngine(make_config(method, 3, model=m32, scheduler_config=SchedulerConfig(max_num_batched_tokens=32),
+                                cache_config=CacheConfig(num_gpu_blocks=10)), m32)
+    preempted = []
+    eng.add_observer(StepObserver(on_schedule=lambda so: preempted.extend(so.preempted_req_ids)))
     assert eng.generate([e.prompt for e in ex], 12) == [spec_decode(m32, e.prompt, 12)[0] for e in ex]
     assert preempted
 
@@ -121,4 +120,17 @@ def test_engine_takes_its_connector_worker():
     m = load_model()
     w = PDConnectorWorker('decode-0', LocalTransport())
     eng = LLMEngine(make_config('mtp', 3, 'decode', model=m), m, worker=w)
-    assert eng.runner.worker is w
+    assert eng.runner.worker is w and eng.worker is w
+
+def test_engine_steps_any_runner_and_calls_observers_in_order():
+    "`LLMEngine(runner=ToyRunner)`: no model; an observer sees each step before the runner and after the update."
+    from vllm_pd_spec.config import LayerSpec, ModelConfig, SpeculativeConfig, VllmConfig
+    from vllm_pd_spec.engine.scheduler import ToyRunner
+    eng = LLMEngine(VllmConfig(SpeculativeConfig('eagle', 2), ModelConfig((LayerSpec('full_attention'),), block_size=4)),
+                    runner=ToyRunner)
+    seen = []
+    eng.add_observer(StepObserver(on_schedule=lambda so: seen.append(('schedule', so.total_num_scheduled_tokens)),
+                                  on_output=lambda so, mro, outs: seen.append(('output', sum(len(o.new_token_ids) for o in outs)))))
+    assert eng.generate([list(range(6))], max_tokens=7) == [[7] * 7]
+    assert seen == [('schedule', 6), ('output', 1), ('schedule', 3), ('output', 3), ('schedule', 3), ('output', 3)]
+    with pytest.raises(ValueError, match='worker'): ToyRunner(eng.scheduler, worker=object())

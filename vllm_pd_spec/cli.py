@@ -8,7 +8,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/cli.html.md"""
 __all__ = ['COMMANDS', 'pkg_version', 'cuda_available', 'fast_paths', 'info', 'add_info_args', 'run_info', 'main']
 
 # %% ../nbs/90_cli.ipynb #3321ba2c
-import argparse, importlib, importlib.metadata as md, importlib.util, platform, sys
+import argparse, importlib, importlib.metadata, platform, sys
 from . import __version__
 
 # %% ../nbs/90_cli.ipynb #6c0a76e2
@@ -24,8 +24,8 @@ COMMANDS = {  # name: (module that implements it, one-line help)
 def pkg_version(name:str # distribution name, e.g. `torch`
                )->str|None:
     "Installed version of distribution `name`, or None."
-    try: return md.version(name)
-    except md.PackageNotFoundError: return None
+    try: return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError: return None
 
 # %% ../nbs/90_cli.ipynb #e2cdd5f7
 def cuda_available()->bool:
@@ -64,10 +64,6 @@ def run_info(args)->int:
     return 0
 
 # %% ../nbs/90_cli.ipynb #0f18eada
-def _has_module(mod:str)->bool:
-    try: return importlib.util.find_spec(mod) is not None
-    except ModuleNotFoundError: return False
-
 def _parser(argv:list=())->argparse.ArgumentParser:
     "The parser; only the command named in `argv` has its module imported for its options."
     wanted = next((a for a in argv if not a.startswith('-')), None)
@@ -76,7 +72,6 @@ def _parser(argv:list=())->argparse.ArgumentParser:
     p.add_argument('--version', action='version', version=f'vllm-pd-spec {__version__}')
     sub = p.add_subparsers(dest='command', metavar='COMMAND', required=True)
     for name, (mod, hlp) in COMMANDS.items():
-        if not _has_module(mod): continue  # a command whose module is not written yet
         sp = sub.add_parser(name, help=hlp, description=hlp)
         sp.set_defaults(_mod=mod)
         if name == wanted: getattr(importlib.import_module(mod), f'add_{name}_args')(sp)

@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/config.html.md"""
 
 # %% auto #0
 __all__ = ['METHODS', 'EAGLE_FAMILY', 'LAYER_KINDS', 'ROLES', 'FIX_NAMES', 'SpeculativeConfig', 'LayerSpec', 'ModelConfig',
-           'kv_role', 'make_kv_transfer_params', 'Fixes', 'VllmConfig']
+           'kv_role', 'make_kv_transfer_params', 'Fixes', 'cdiv', 'SchedulerConfig', 'CacheConfig', 'VllmConfig']
 
 # %% ../nbs/00_config.ipynb #568441f4
 from dataclasses import dataclass, field, fields, replace
@@ -145,16 +145,51 @@ class Fixes:
         "Whether `fix` (a name or a number 1..6) is on."
         return getattr(self, _fix_name(fix))
 
+# %% ../nbs/00_config.ipynb #sc0a1b2d
+def cdiv(a:int, # dividend (tokens)
+         b:int # divisor (tokens per block)
+        )->int:
+    "Ceiling division: the blocks that hold `a` tokens at `b` tokens per block."
+    return -(-a // b)
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    "The scheduler's limits (upstream's `SchedulerConfig`, plus `max_model_len` from its `ModelConfig`)."
+    max_num_batched_tokens:int=64 # token budget per step
+    max_num_seqs:int=16 # running requests at most
+    max_model_len:int=4096 # longest sequence
+    long_prefill_token_threshold:int=0 # cap on one request's chunk (0: none)
+    enable_chunked_prefill:bool=True # split prompts over steps
+    pad_spec_decode:bool=True # pad a request admitted with one token left to `1 + k` tokens with placeholder drafts (upstream always does)
+
+    def __post_init__(self):
+        for name in ('max_num_batched_tokens', 'max_num_seqs', 'max_model_len'):
+            _check(_is_int(getattr(self, name)) and getattr(self, name) >= 1, name, getattr(self, name), 'an integer >= 1')
+        _check(_is_int(self.long_prefill_token_threshold) and self.long_prefill_token_threshold >= 0,
+               'long_prefill_token_threshold', self.long_prefill_token_threshold, 'an integer >= 0')
+
+@dataclass(frozen=True)
+class CacheConfig:
+    "The KV block pool (upstream's `CacheConfig`; the block size stays on `ModelConfig`)."
+    num_gpu_blocks:int=256 # blocks in the pool, the null block included
+    enable_prefix_caching:bool=True # reuse cached blocks across requests
+
+    def __post_init__(self):
+        _check(_is_int(self.num_gpu_blocks) and self.num_gpu_blocks >= 2, 'num_gpu_blocks', self.num_gpu_blocks,
+               'an integer >= 2 (the null block and one more)')
+
 # %% ../nbs/00_config.ipynb #351dd231
 def _one_attention_layer()->ModelConfig: return ModelConfig((LayerSpec('full_attention'),))
 
 @dataclass(frozen=True)
 class VllmConfig:
-    "A deployment: speculation, model, P/D role and the fix switches."
+    "A deployment: speculation, model, P/D role, the fix switches, scheduler and cache limits."
     speculative_config:SpeculativeConfig|None=None # None: no speculative decoding
     model:ModelConfig=field(default_factory=_one_attention_layer) # the target model's layers
     role:str='standalone' # one of `ROLES`
     fixes:Fixes=field(default_factory=Fixes) # which fixes are on
+    scheduler_config:SchedulerConfig=field(default_factory=SchedulerConfig) # token budget, running cap, chunking
+    cache_config:CacheConfig=field(default_factory=CacheConfig) # block pool, prefix caching
 
     def __post_init__(self):
         _check(self.role in ROLES, 'role', self.role, f'one of {", ".join(ROLES)}')
@@ -162,6 +197,8 @@ class VllmConfig:
                'speculative_config', self.speculative_config, 'None or a SpeculativeConfig')
         _check(isinstance(self.model, ModelConfig), 'model', self.model, 'a ModelConfig')
         _check(isinstance(self.fixes, Fixes), 'fixes', self.fixes, 'a Fixes')
+        _check(isinstance(self.scheduler_config, SchedulerConfig), 'scheduler_config', self.scheduler_config, 'a SchedulerConfig')
+        _check(isinstance(self.cache_config, CacheConfig), 'cache_config', self.cache_config, 'a CacheConfig')
 
     @property
     def kv_role(self)->str|None:

@@ -10,10 +10,8 @@ __all__ = ['EXPLAIN_ROLES', 'DEFAULTS', 'FLAGS', 'HAZARDS', 'build_deployment', 
 
 # %% ../nbs/08_explain.ipynb #be028092
 import argparse, json
-from .config import SpeculativeConfig, LayerSpec, ModelConfig, METHODS, ROLES, Fixes
-from .contracts import lookahead as la, backoff as bo, ordering as od, slots as sl, rows as rw
-try: from vllm_pd_spec.contracts import guard as gd
-except ImportError: gd = None  # fix 6's contract is written in nbs/06; explain works without it
+from .config import SpeculativeConfig, LayerSpec, ModelConfig, METHODS, ROLES
+from .contracts import lookahead, backoff, ordering, slots, rows, guard
 
 # %% ../nbs/08_explain.ipynb #1298b9e6
 EXPLAIN_ROLES = ('pd',) + ROLES  # 'pd': both sides of a prefill/decode pair
@@ -81,37 +79,46 @@ HAZARDS = {  # key prefix: (fix, notebook, what goes wrong when the legacy numbe
 # %% ../nbs/08_explain.ipynb #3674e061
 def _numbers(d:dict, spec, model, legacy:bool)->dict:
     "Every derived number for one deployment, fixed or legacy."
-    fixes = Fixes.all_off() if legacy else Fixes()
     n, B, mamba, role = d['prompt_len'], d['block_size'], model.has_mamba, d['role']
     p_side, d_side = role in ('pd', 'prefill'), role in ('pd', 'decode')
-    L = la.num_prefill_lookahead_tokens(spec)
-    out = {}
-    out['num_prefill_lookahead_tokens'] = la.legacy_scheduler_prefill_lookahead(spec) if legacy else L
-    out['runner_prefill_lookahead'] = la.legacy_runner_prefill_lookahead(spec) if legacy else la.runner_prefill_lookahead(L)
-    out['extra_retained_tokens'] = None if model.sliding_window is None else (
-        la.legacy_extra_retained_tokens(spec) if legacy else la.extra_retained_tokens(L))
-    b = bo.legacy_prefill_backoff(mamba, L) if legacy else bo.prefill_backoff(mamba, L)
-    out['prefill_backoff'] = b if role != 'standalone' else None
-    out['truncate_request_for_prefill'] = bo.handoff_split(n, b)[0] if p_side else None
-    out['remote_prefill_token_count'] = bo.remote_prefill_token_count(n, b) if d_side else None
-    out['ships_clean_kv'] = bo.ships_clean_kv(n, L, mamba, b) if role == 'pd' and n > b else None
-    out['schedule_num_new_tokens'] = od.schedule_num_new_tokens(n, B, d['prefix_hit'], b, fixed=not legacy) if p_side else None
-    out['num_lookahead_tokens'] = (sl.legacy_num_lookahead_tokens if legacy else sl.num_lookahead_tokens)(spec)
-    p_len = out['truncate_request_for_prefill'] or n
-    out['effective_lookahead_tokens.first_prefill'] = sl.step_lookahead_tokens(spec, False, 0, fixes) if role != 'decode' else None
-    out['effective_lookahead_tokens.async_load'] = sl.step_lookahead_tokens(spec, True, 0, fixes) if d_side else None
-    out['slots_cover_writes.first_prefill'] = sl.slots_cover_writes(spec, 0, p_len, B, fixes=fixes) if role != 'decode' and spec else None
+    L = lookahead.num_prefill_lookahead_tokens(spec)
     k = spec.num_speculative_tokens if spec else 0
-    out['slots_cover_writes.decode'] = all(sl.slots_cover_writes(spec, c, 1 + k, B, fixes=fixes) for c in range(1, B + 1)) if spec else None
-    remote = bo.remote_prefill_token_count(n, b)
-    out['async_load_block_counts'] = list(sl.async_load_block_counts(remote, spec, B, 0, fixes)) if d_side and spec else None
+    out = {}
+    out['num_prefill_lookahead_tokens'] = lookahead.legacy_scheduler_prefill_lookahead(spec) if legacy else L
+    out['runner_prefill_lookahead'] = (lookahead.legacy_runner_prefill_lookahead(spec) if legacy
+                                       else lookahead.runner_prefill_lookahead(L))
+    out['extra_retained_tokens'] = None if model.sliding_window is None else (
+        lookahead.legacy_extra_retained_tokens(spec) if legacy else lookahead.extra_retained_tokens(L))
+    b = backoff.legacy_prefill_backoff(mamba, L) if legacy else backoff.prefill_backoff(mamba, L)
+    out['prefill_backoff'] = b if role != 'standalone' else None
+    out['truncate_request_for_prefill'] = backoff.handoff_split(n, b)[0] if p_side else None
+    remote = backoff.remote_prefill_token_count(n, b)
+    out['remote_prefill_token_count'] = remote if d_side else None
+    out['ships_clean_kv'] = backoff.ships_clean_kv(n, L, mamba, b) if role == 'pd' and n > b else None
+    num_new = ordering.legacy_schedule_num_new_tokens if legacy else ordering.schedule_num_new_tokens
+    out['schedule_num_new_tokens'] = num_new(n, B, d['prefix_hit'], b) if p_side else None
+    out.update(_slot_numbers(spec, role, out['truncate_request_for_prefill'] or n, remote, B, legacy))
     tail = max(1, n - remote)  # D's first step: the tokens P held back (at least the last one)
-    out['is_spec_decode_row.d_first_step'] = ((rw.legacy_is_spec_decode_row(n - tail, n, kv_consumer_new=True) if legacy
-                                               else rw.is_spec_decode_row(tail, 0)) if d_side and spec else None)
-    if gd is not None and d_side and spec:  # D's first step padded with k placeholder drafts (#45237)
-        f = gd.legacy_writes_last_sampled if legacy else gd.writes_last_sampled
-        out['writes_last_sampled.d_first_step_padded'] = f(n + k, k + 1, n, 1)
+    out['is_spec_decode_row.d_first_step'] = ((rows.legacy_is_spec_decode_row(n - tail, n, kv_consumer_new=True) if legacy
+                                               else rows.is_spec_decode_row(tail, 0)) if d_side and spec else None)
+    if d_side and spec:  # D's first step padded with k placeholder drafts (#45237)
+        writes = guard.legacy_writes_last_sampled if legacy else guard.writes_last_sampled
+        out['writes_last_sampled.d_first_step_padded'] = writes(n + k, k + 1, n, 1)
     return out
+
+def _slot_numbers(spec, role:str, p_len:int, remote:int, B:int, legacy:bool)->dict:
+    "Fix 4's numbers: lookahead slots, whether they cover the drafter's writes, blocks for an async load."
+    p_side, d_side, k = role != 'decode', role in ('pd', 'decode'), spec.num_speculative_tokens if spec else 0
+    step = (lambda async_load: slots.legacy_step_lookahead_tokens(spec, 0)) if legacy else (
+        lambda async_load: slots.step_lookahead_tokens(spec, async_load))
+    covers = slots.legacy_slots_cover_writes if legacy else slots.slots_cover_writes
+    blocks = slots.legacy_async_load_block_counts if legacy else slots.async_load_block_counts
+    return {'num_lookahead_tokens': (slots.legacy_num_lookahead_tokens if legacy else slots.num_lookahead_tokens)(spec),
+            'effective_lookahead_tokens.first_prefill': step(False) if p_side else None,
+            'effective_lookahead_tokens.async_load': step(True) if d_side else None,
+            'slots_cover_writes.first_prefill': covers(spec, 0, p_len, B) if p_side and spec else None,
+            'slots_cover_writes.decode': all(covers(spec, c, 1 + k, B) for c in range(1, B + 1)) if spec else None,
+            'async_load_block_counts': list(blocks(remote, spec, B)) if d_side and spec else None}
 
 # %% ../nbs/08_explain.ipynb #c4b6bfc6
 def _hazards(d:dict, model, fixed:dict, legacy:dict)->list:

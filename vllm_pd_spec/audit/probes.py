@@ -288,7 +288,7 @@ def probe_ordering()->list:
     if not found or locate('vllm.v1.core.kv_cache_manager:KVCacheManager') is None: return [missing(name, *paths)]
     hook = _scheduler_calls_on_new_request()
     cases = [(N, h) for N in range(2, 18) for h in sorted({N, N - 1, N // 2})]
-    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)(O.schedule_num_new_tokens(c[0], 4, c[1], 1, fixed))
+    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)((O.schedule_num_new_tokens if fixed else O.legacy_schedule_num_new_tokens)(c[0], 4, c[1], 1))
     out = []
     for p, cls in found:
         out.append(classify(f'{name} ({cls.__name__})', where(cls), cases, lambda c, cls=cls: replay_53514(cls, *c),
@@ -358,7 +358,7 @@ def probe_ordering_scheduler()->list:
     try: make = real_scheduler_factory()
     except Exception as e: return [Finding(name, where(sched), 'error', note=f'could not build a VllmConfig here: {type(e).__name__}: {e}'[:300])]
     cases = [(N, h) for N in (2, 16, 17, 20, 32, 33, 40, 48, 49, 64, 65) for h in sorted({N, N - 1, N // 2})]
-    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)(O.schedule_num_new_tokens(c[0], 16, c[1], 1, fixed))
+    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)((O.schedule_num_new_tokens if fixed else O.legacy_schedule_num_new_tokens)(c[0], 16, c[1], 1))
     return [classify(name, where(getattr(sched, 'schedule')), cases, lambda c: replay_53514_scheduler(make, *c),
                      ours(True), ours(False), show=lambda c: f'prompt {c[0]}, cached prefix {c[1]}, block 16',
                      note='real VllmConfig (tiny Llama config.json shipped in the package), Scheduler, KVCacheManager and '

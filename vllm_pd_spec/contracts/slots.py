@@ -6,14 +6,15 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/dflash_slots.html.md"""
 
 # %% auto #0
 __all__ = ['num_lookahead_tokens', 'legacy_effective_lookahead_tokens', 'effective_lookahead_tokens',
-           'legacy_num_lookahead_tokens', 'step_lookahead_tokens', 'blocks_needed', 'slots_allocated',
-           'drafter_positions_past', 'positions_written', 'slots_cover_writes', 'async_load_block_counts',
+           'legacy_num_lookahead_tokens', 'step_lookahead_tokens', 'legacy_step_lookahead_tokens', 'blocks_needed',
+           'slots_allocated', 'drafter_positions_past', 'positions_written', 'slots_cover_writes',
+           'legacy_slots_cover_writes', 'async_load_block_counts', 'legacy_async_load_block_counts',
            'num_lookahead_tokens_0330', 'num_lookahead_tokens_0271', 'num_lookahead_tokens_pre_42971',
            'effective_lookahead_tokens_0330', 'effective_lookahead_tokens_43733',
            'effective_lookahead_tokens_pre_43733']
 
 # %% ../../nbs/04_dflash_slots.ipynb #d1b922f3
-from ..config import SpeculativeConfig, Fixes
+from ..config import SpeculativeConfig, cdiv
 
 # %% ../../nbs/04_dflash_slots.ipynb #5ef2e2af
 def num_lookahead_tokens(spec:SpeculativeConfig|None # the speculative config, or None
@@ -34,11 +35,8 @@ def legacy_effective_lookahead_tokens(num_lookahead:int, # `num_lookahead_tokens
 def effective_lookahead_tokens(num_lookahead:int, # `num_lookahead_tokens` for the config
                                load_kv_async:bool, # the request's KV is loaded asynchronously this step (P/D decode)
                                use_eagle:bool, # the drafter is eagle-family
-                               num_computed:int, # the request's computed tokens before this step (legacy only)
-                               fixes:Fixes=Fixes() # `fixes.dflash_slots` picks the fixed or legacy rule
                               )->int:
-    "Lookahead slots `allocate_slots` reserves for a waiting request this step."
-    if not fixes.dflash_slots: return legacy_effective_lookahead_tokens(num_lookahead, num_computed)
+    "Lookahead slots `allocate_slots` reserves for a waiting request this step (#43733)."
     return 0 if load_kv_async and use_eagle else num_lookahead
 
 # %% ../../nbs/04_dflash_slots.ipynb #5b42727f
@@ -51,19 +49,22 @@ def legacy_num_lookahead_tokens(spec:SpeculativeConfig|None # the speculative co
 # %% ../../nbs/04_dflash_slots.ipynb #d70cb4cf
 def step_lookahead_tokens(spec:SpeculativeConfig|None, # the speculative config, or None
                           load_kv_async:bool, # the request's KV is loaded asynchronously this step
-                          num_computed:int, # the request's computed tokens before this step
-                          fixes:Fixes=Fixes() # fixed or legacy, by `fixes.dflash_slots`
                          )->int:
-    "The lookahead `allocate_slots` gets for one waiting request: both halves of the fix together."
-    n = (num_lookahead_tokens if fixes.dflash_slots else legacy_num_lookahead_tokens)(spec)
-    return effective_lookahead_tokens(n, load_kv_async, spec is not None and spec.use_eagle(), num_computed, fixes)
+    "The fixed lookahead for one waiting request: `k + 1` for DFlash, withheld only on an eagle-family async load."
+    return effective_lookahead_tokens(num_lookahead_tokens(spec), load_kv_async, spec is not None and spec.use_eagle())
+
+def legacy_step_lookahead_tokens(spec:SpeculativeConfig|None, # the speculative config, or None
+                                 num_computed:int, # the request's computed tokens before this step
+                                )->int:
+    "The legacy lookahead for one waiting request: `k` for DFlash, none while it has computed nothing."
+    return legacy_effective_lookahead_tokens(legacy_num_lookahead_tokens(spec), num_computed)
 
 # %% ../../nbs/04_dflash_slots.ipynb #9865f326
 def blocks_needed(num_tokens:int, # token positions to hold
                   block_size:int # tokens per KV block
                  )->int:
     "KV blocks that hold `num_tokens` positions."
-    return -(-num_tokens // block_size)
+    return cdiv(num_tokens, block_size)
 
 def slots_allocated(num_computed:int, # tokens computed before this step
                     num_new:int, # tokens the target computes this step
@@ -88,30 +89,44 @@ def positions_written(num_computed:int, # tokens computed before this step
     c = num_computed + num_new
     return range(num_computed, c + (drafter_positions_past(spec) if samples else 0))
 
+def _covered(spec, num_computed:int, num_new:int, lookahead:int, block_size:int, samples:bool)->bool:
+    "True when this step's last write lies below the slots the lookahead gives."
+    w = positions_written(num_computed, num_new, spec, samples)
+    return len(w) == 0 or w[-1] < slots_allocated(num_computed, num_new, lookahead, block_size)
+
 def slots_cover_writes(spec:SpeculativeConfig|None, # the speculative config, or None
                        num_computed:int, # tokens computed before this step
                        num_new:int, # tokens the target computes this step
                        block_size:int, # tokens per KV block
                        samples:bool=True, # the step samples
                        load_kv_async:bool=False, # the KV arrives asynchronously (then nothing is computed)
-                       fixes:Fixes=Fixes() # fixed or legacy
                       )->bool:
-    "True when every position written this step lies in an allocated slot."
+    "True when every position written this step lies in a slot the fixed lookahead allocated."
     if load_kv_async: return True  # an async-load step computes and drafts nothing
-    la = step_lookahead_tokens(spec, load_kv_async, num_computed, fixes)
-    w = positions_written(num_computed, num_new, spec, samples)
-    return len(w) == 0 or w[-1] < slots_allocated(num_computed, num_new, la, block_size)
+    return _covered(spec, num_computed, num_new, step_lookahead_tokens(spec, False), block_size, samples)
+
+def legacy_slots_cover_writes(spec:SpeculativeConfig|None, num_computed:int, num_new:int, block_size:int,
+                              samples:bool=True, load_kv_async:bool=False)->bool:
+    "`slots_cover_writes` (same arguments) with the legacy lookahead."
+    if load_kv_async: return True
+    return _covered(spec, num_computed, num_new, legacy_step_lookahead_tokens(spec, num_computed), block_size, samples)
 
 # %% ../../nbs/04_dflash_slots.ipynb #9eae9540
 def async_load_block_counts(num_loaded:int, # prompt tokens whose KV is pulled from P
                             spec:SpeculativeConfig|None, # the speculative config, or None
                             block_size:int, # tokens per KV block
-                            num_computed:int=0, # the request's computed tokens before this step
-                            fixes:Fixes=Fixes() # fixed or legacy
                            )->tuple:
-    "`(blocks D allocates for the load, blocks holding the shipped KV)`."
-    la = step_lookahead_tokens(spec, True, num_computed, fixes)
-    return blocks_needed(num_loaded + la, block_size), blocks_needed(num_loaded, block_size)
+    "`(blocks D allocates for the load, blocks holding the shipped KV)`, fixed lookahead."
+    return blocks_needed(num_loaded + step_lookahead_tokens(spec, True), block_size), blocks_needed(num_loaded, block_size)
+
+def legacy_async_load_block_counts(num_loaded:int, # prompt tokens whose KV is pulled from P
+                                   spec:SpeculativeConfig|None, # the speculative config, or None
+                                   block_size:int, # tokens per KV block
+                                   num_computed:int=0, # the request's computed tokens before this step
+                                  )->tuple:
+    "`(blocks D allocates for the load, blocks holding the shipped KV)`, legacy lookahead."
+    lookahead = legacy_step_lookahead_tokens(spec, num_computed)
+    return blocks_needed(num_loaded + lookahead, block_size), blocks_needed(num_loaded, block_size)
 
 # %% ../../nbs/04_dflash_slots.ipynb #afc64bcb
 def num_lookahead_tokens_0330(spec:SpeculativeConfig|None, # the speculative config, or None

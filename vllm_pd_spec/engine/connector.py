@@ -10,20 +10,20 @@ __all__ = ['ReqMeta', 'PDConnectorMetadata', 'PDConnectorScheduler']
 # %% ../../nbs/13_engine_connector.ipynb #8a9b2874
 from fastcore.basics import patch
 from dataclasses import dataclass, field
-from ..config import VllmConfig
-from ..contracts import backoff as bo, lookahead as la
+from ..config import VllmConfig, cdiv
+from ..contracts import backoff, lookahead
 from .request import Request, RequestStatus
-from .kv_cache_manager import KVCacheBlocks, KVCacheConfig, cdiv
+from .kv_cache_manager import KVCacheBlocks, KVCacheConfig
 
 # %% ../../nbs/13_engine_connector.ipynb #b8032c57
 @dataclass
 class ReqMeta:
     "One transfer: local block ids receive remote block ids, group by group (logical block indices match)."
-    request_id:str
+    request_id:str # the request on D
     local_block_ids:tuple # per group: D's blocks for the loaded range
     remote_block_ids:tuple # per group: P's blocks for the same range
-    remote_engine_id:str
-    remote_request_id:str
+    remote_engine_id:str # P's engine id
+    remote_request_id:str # the request's id on P
     num_tokens:int # tokens whose KV the range holds
 
 @dataclass
@@ -49,16 +49,17 @@ class PDConnectorScheduler:
 
     def _prefill_backoff(self)->int:
         "Prompt tokens P leaves for D: the contract (fix 2 on) or the Mamba-only legacy."
-        if not self.fixes.prefill_backoff: return bo.legacy_prefill_backoff(self._has_mamba)
-        return bo.prefill_backoff(self._has_mamba, la.num_prefill_lookahead_tokens(self.vllm_config.speculative_config))
+        if not self.fixes.prefill_backoff: return backoff.legacy_prefill_backoff(self._has_mamba)
+        spec = self.vllm_config.speculative_config
+        return backoff.prefill_backoff(self._has_mamba, lookahead.num_prefill_lookahead_tokens(spec))
 
     def _get_remote_prefill_token_count(self, num_prompt_tokens:int)->int:
         "D side: prompt tokens whose KV comes from P."
-        return bo.remote_prefill_token_count(num_prompt_tokens, self._prefill_backoff())
+        return backoff.remote_prefill_token_count(num_prompt_tokens, self._prefill_backoff())
 
     def _truncate_request_for_prefill(self, request:Request)->bool:
         "P side: drop the backoff tail, once."
-        return bo.truncate_request_for_prefill(request, self._prefill_backoff())
+        return backoff.truncate_request_for_prefill(request, self._prefill_backoff())
 
 # %% ../../nbs/13_engine_connector.ipynb #4f716c53
 def _params(request:Request)->dict: return request.kv_transfer_params or {}

@@ -12,7 +12,7 @@ import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from .connector import PDConnectorMetadata
-from .scheduler import KVConnectorOutput
+from .outputs import KVConnectorOutput
 
 # %% ../../nbs/15_engine_transport.ipynb #7e1f62e5
 def _as_numpy(x):
@@ -43,8 +43,8 @@ def _tensors(name:str, t)->list:
 @dataclass
 class TransferRecord:
     "One request's transfer: what was copied, with checksums on both sides."
-    request_id:str
-    remote_engine_id:str
+    request_id:str # the request on this (D) side
+    remote_engine_id:str # the engine it was read from (P)
     num_blocks:int=0 # block copies (pairs x layers)
     src_digests:dict=field(default_factory=dict) # (layer, local block id) -> digest read on P
     dst_digests:dict=field(default_factory=dict) # (layer, local block id) -> digest written on D

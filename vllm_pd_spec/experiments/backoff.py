@@ -6,71 +6,31 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.htm
 
 # %% auto #0
 __all__ = ['KS', 'NUM_PROMPTS', 'MAX_TOKENS', 'SEED', 'MAX_NUM_SEQS', 'QUICK', 'MODES', 'SEED_FIGURE', 'HEADLINE_K', 'NOTES',
-           'torch_threads', 'check_device', 'check_transport', 'make_transport', 'StepLog', 'serve', 'draft_cost_ratio',
-           'modelled_tpot', 'backoff_rows', 'run', 'plot']
+           'StepLog', 'serve', 'draft_cost_ratio', 'modelled_tpot', 'backoff_rows', 'run', 'plot']
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #9f5d71ce
-import contextlib, torch
-from ..config import Fixes
-from ..engine.llm_engine import LLMEngine, PDPair, make_config
+import torch
+from ..config import Fixes, SchedulerConfig
+from ..engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
 from ..model.drafters import SpecModel, load_model
 from ..model.data import make_prompts, exact_match, SEP
-from .reproduce import ExperimentResult
-
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #3aef547d
-@contextlib.contextmanager
-def torch_threads(n:int=1 # torch intra-op threads inside the block
-                 ):
-    "Run the block with `n` torch threads, then restore the previous setting."
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try: yield
-    finally: torch.set_num_threads(old)
-
-def check_device(device:str # 'cpu' or 'cuda'
-                )->str:
-    "`device`, or a ValueError saying why the engine cannot run there."
-    if device not in ('cpu', 'cuda'): raise ValueError(f"device={device!r}: the engine runs on 'cpu' or 'cuda'")
-    if device == 'cuda' and not torch.cuda.is_available(): raise ValueError("device='cuda': torch sees no CUDA device")
-    return device
-
-def check_transport(transport:str # 'local' or 'nixl'
-                   )->str:
-    "`transport`, or a ValueError saying why a P/D pair cannot use it."
-    if transport not in ('local', 'nixl'): raise ValueError(f"transport={transport!r}: 'local' or 'nixl'")
-    if transport == 'nixl':
-        from vllm_pd_spec.engine.nixl_transport import nixl_status
-        ok, why = nixl_status()
-        if not ok: raise ValueError(f"transport='nixl': {why}")
-    return transport
-
-def make_transport(transport:str='local', # 'local' or 'nixl'
-                   num_requests:int=8, # requests the pair will hand off
-                  ):
-    "A fresh transport for one P/D pair: None (the pair's `LocalTransport`) or a `NixlPair` (a NIXL agent per engine, in this process)."
-    if check_transport(transport) == 'local': return None
-    from vllm_pd_spec.engine.nixl_transport import NixlPair
-    # P stages each finished request's GDN state in a slot until D has read it, and a full staging area
-    # raises rather than waits: give it a slot per request (each state is a few KiB here).
-    return NixlPair(num_state_slots=max(8, num_requests), state_slot_bytes=1 << 17)
+from .common import (ExperimentResult, torch_threads, check_device, check_transport, make_transport,
+                                             table, bars)
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #eab3d237
-class StepLog:
+class StepLog(StepObserver):
     "Per request: one `(drafts, accepted, tokens)` triple per step in which it was scheduled."
-    def __init__(self, engine:LLMEngine # the engine whose scheduler to watch
-                ):
-        self.steps, s = {}, engine.scheduler
-        orig = s.update_from_output
-        def update_from_output(so, mro):
-            outs = orig(so, mro)
-            new = {o.request_id: len(o.new_token_ids) for o in outs}
-            for rid in so.num_scheduled_tokens:
-                d = [t for t in so.scheduled_spec_decode_tokens.get(rid, []) if t >= 0]
-                i = mro.req_id_to_index.get(rid)
-                acc = max(0, len(mro.sampled_token_ids[i]) - 1) if d and i is not None else 0
-                self.steps.setdefault(rid, []).append((len(d), acc, new.get(rid, 0)))
-            return outs
-        s.update_from_output = update_from_output
+    def __init__(self): super().__init__(); self.steps = {}
+
+    def on_output(self, scheduler_output, model_runner_output, outputs):
+        "Log this step's drafts, accepted drafts and new tokens of every scheduled request."
+        num_new = {o.request_id: len(o.new_token_ids) for o in outputs}
+        for req_id in scheduler_output.num_scheduled_tokens:
+            drafts = [t for t in scheduler_output.scheduled_spec_decode_tokens.get(req_id, []) if t >= 0]
+            req_index = model_runner_output.req_id_to_index.get(req_id)
+            num_accepted = (max(0, len(model_runner_output.sampled_token_ids[req_index]) - 1)
+                            if drafts and req_index is not None else 0)
+            self.steps.setdefault(req_id, []).append((len(drafts), num_accepted, num_new.get(req_id, 0)))
 
     def tokens_per_step(self)->float:
         "Tokens per step after each request's first token (the steps TPOT is about)."
@@ -103,16 +63,19 @@ def serve(mode:str, # 'standalone' or 'pd'
          )->dict:
     "Serve `prompts` once; outputs, the decode side's `SpecDecodingStats` and a `StepLog`."
     model = model if model is not None else load_model(torch.float64)
-    kw = dict(device=device, dtype=next(model.parameters()).dtype, max_num_seqs=max_num_seqs) | engine_kw
+    scheduler_config = SchedulerConfig(max_num_seqs=max_num_seqs)
+    kw = dict(device=device, dtype=next(model.parameters()).dtype) | engine_kw
     if mode == 'standalone':
-        eng = LLMEngine(make_config(method, k, fixes=fixes, model=model), model, **kw); dec = eng
+        engine = LLMEngine(make_config(method, k, fixes=fixes, model=model, scheduler_config=scheduler_config), model, **kw)
+        decoder = engine
     elif mode == 'pd':
-        eng = PDPair(method, k, fixes, model, transport=make_transport(transport, len(prompts)), **kw); dec = eng.D
+        engine = PDPair(method, k, fixes, model, transport=make_transport(transport, len(prompts)),
+                        scheduler_config=scheduler_config, **kw)
+        decoder = engine.D
     else: raise ValueError(f'mode={mode!r}: standalone or pd')
-    log = StepLog(dec)
-    outputs = eng.generate(prompts, max_tokens=max_tokens)
-    stats = eng.spec_stats() if callable(eng.spec_stats) else eng.spec_stats
-    return dict(outputs=outputs, stats=stats, log=log)
+    log = decoder.add_observer(StepLog())
+    outputs = engine.generate(prompts, max_tokens=max_tokens)
+    return dict(outputs=outputs, stats=engine.spec_stats, log=log)
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #7404c9d6
 def draft_cost_ratio(model:SpecModel # the served model
@@ -219,7 +182,6 @@ def plot(res:ExperimentResult # what `run` returned
         ):
     "Mean acceptance length and modelled TPOT per k; per-position acceptance at the headline k."
     import matplotlib.pyplot as plt
-    from vllm_pd_spec.experiments.lookahead import bars
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     ks = sorted({r['k'] for r in res.rows})
     by = {(r['k'], r['mode']): r for r in res.rows}

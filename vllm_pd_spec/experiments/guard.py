@@ -8,9 +8,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/kernel_guard_experiment.html.m
 __all__ = ['NOTES', 'run', 'plot']
 
 # %% ../../nbs/06c_kernel_guard_experiment.ipynb #ec5dabcd
-from .backoff import check_device, check_transport
-from .rows import shared_sweep, sweep_setup, fix_result, plot as _plot
-from .reproduce import ExperimentResult
+from . import rows
+from .common import ExperimentResult
 
 # %% ../../nbs/06c_kernel_guard_experiment.ipynb #ea86f23f
 NOTES = ("Measured on the engine (LLMEngine / PDPair, shipped tiny GDN+attention model with MTP, float64, greedy, fixed "
@@ -26,13 +25,9 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
         progress=None, # `progress(total)` -> a bar with `.update()`, or None
        )->ExperimentResult:
     "Fix 6's experiment: P/D vs standalone accuracy and exact-match rate, fix 6 off alone vs both fixes on."
-    check_device(device); check_transport(transport)
-    print('fix 6 setup:', sweep_setup(quick, transport))
-    rows, setup, here = shared_sweep(quick, device, progress, transport)
-    if not here: print('fix 6: the sweep shared with fix 5 was already computed in this process')
-    return fix_result(6, rows, setup, device, NOTES)
+    return rows.run_fix(6, NOTES, device, transport, quick, progress)
 
 def plot(res:ExperimentResult # what `run` returned
         ):
     "P/D task accuracy and exact-match rate vs standalone per k and concurrency, for each fix setting."
-    return _plot(res)
+    return rows.plot(res)

@@ -6,16 +6,17 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/lookahead_experiment.html.md""
 
 # %% auto #0
 __all__ = ['KS', 'WINDOWS', 'LENGTHS', 'BLOCK_SIZE', 'CHUNK', 'DECODE_STEPS', 'QUICK', 'NOTES', 'drafter_prefill_steps',
-           'runner_rows', 'boundary_misses', 'chunked_prefill_case', 'lookahead_case', 'lookahead_sweep', 'run', 'bars',
-           'plot']
+           'runner_rows', 'boundary_misses', 'chunked_prefill_case', 'fix1_case', 'fix1_sweep', 'lookahead_case',
+           'lookahead_sweep', 'run', 'plot']
 
 # %% ../../nbs/01b_lookahead_experiment.ipynb #0dfa8fce
-from ..config import Fixes, SpeculativeConfig, LayerSpec, ModelConfig, VllmConfig
-from ..contracts import lookahead as la
+from ..config import Fixes, SpeculativeConfig, LayerSpec, ModelConfig, VllmConfig, SchedulerConfig, CacheConfig
+from ..contracts import lookahead
 from ..engine.request import Request
-from ..engine.scheduler import Scheduler, toy_runner_output
-from ..engine.repro import fix1_case, table
-from .reproduce import ExperimentResult
+from ..engine.kv_cache_manager import SlotChecker, get_kv_cache_config
+from ..engine.scheduler import ToyRunner
+from ..engine.llm_engine import LLMEngine, StepObserver
+from .common import ExperimentResult, table, bars
 
 # %% ../../nbs/01b_lookahead_experiment.ipynb #c4541040
 def drafter_prefill_steps(spec:SpeculativeConfig|None # the speculative config, or None
@@ -28,8 +29,8 @@ def runner_rows(spec:SpeculativeConfig|None, # the speculative config, or None
                 fixes:Fixes=Fixes(), # `lookahead_contract` on: the contract; off: the legacy runner
                )->int:
     "Rows of the runner's `next_prefill_tokens` buffer under the contract or the legacy runner."
-    if fixes.lookahead_contract: return la.runner_prefill_lookahead(la.num_prefill_lookahead_tokens(spec))
-    return la.legacy_runner_prefill_lookahead(spec)
+    if fixes.lookahead_contract: return lookahead.runner_prefill_lookahead(lookahead.num_prefill_lookahead_tokens(spec))
+    return lookahead.legacy_runner_prefill_lookahead(spec)
 
 # %% ../../nbs/01b_lookahead_experiment.ipynb #35e7dbf4
 def boundary_misses(start:int, # first position of the chunk
@@ -57,20 +58,72 @@ def chunked_prefill_case(k:int, # MTP modules = drafts per step
                         )->dict:
     "Drafter inputs the runner cannot give at the mid-prefill chunk boundaries of one request."
     spec = SpeculativeConfig('mtp', k, num_mtp_modules=k)
-    vc = VllmConfig(spec, ModelConfig((LayerSpec('sliding_window', sliding_window),), block_size), fixes=fixes)
-    s = Scheduler(vc, num_blocks=4 * (num_prompt_tokens // block_size + 8), max_num_batched_tokens=chunk)
-    s.add_request(Request('r', list(range(1, num_prompt_tokens + 1)), max_tokens=2))
+    vc = VllmConfig(spec, ModelConfig((LayerSpec('sliding_window', sliding_window),), block_size), fixes=fixes,
+                    scheduler_config=SchedulerConfig(max_num_batched_tokens=chunk),
+                    cache_config=CacheConfig(num_gpu_blocks=4 * (num_prompt_tokens // block_size + 8)))
+    engine = LLMEngine(vc, runner=ToyRunner)
+    request = Request('r', list(range(1, num_prompt_tokens + 1)), max_tokens=2)
     steps, rows = drafter_prefill_steps(spec), runner_rows(spec, fixes)
     out = dict(k=k, N=num_prompt_tokens, chunk=chunk, rows=rows, boundaries=0, missing_rows=0, past_prompt=0)
-    while s.requests['r'].num_computed_tokens < num_prompt_tokens:
-        so = s.schedule()
-        end = s.requests['r'].num_computed_tokens
+    def check_boundary(so):
+        "At a chunk that ends inside the prompt: the drafter inputs the runner's rows cannot give."
+        end = request.num_computed_tokens
         start = end - so.num_scheduled_tokens.get('r', 0)
         if start < end < num_prompt_tokens:
-            m, p = boundary_misses(start, end, num_prompt_tokens, steps, rows)
-            out['boundaries'] += 1; out['missing_rows'] += m; out['past_prompt'] += p
-        s.update_from_output(so, toy_runner_output(s, so))
+            missing, past = boundary_misses(start, end, num_prompt_tokens, steps, rows)
+            out['boundaries'] += 1; out['missing_rows'] += missing; out['past_prompt'] += past
+    engine.add_observer(StepObserver(on_schedule=check_boundary))
+    engine.add_request(request)
+    while request.num_computed_tokens < num_prompt_tokens: engine.step()
     return out
+
+# %% ../../nbs/01b_lookahead_experiment.ipynb #69ae4e62
+def fix1_case(k:int, # MTP modules = drafts per step
+              num_prompt_tokens:int, # prompt length
+              sliding_window:int=8, # the window
+              block_size:int=4, # KV block size
+              planner:str='fixed', # 'fixed', 'legacy' or 'none' (no extra retention)
+              decode_steps:int=6, # decode steps
+             )->dict:
+    "Sliding-window reads of the target and of the MTP drafter's re-prefill that hit a dropped block."
+    spec = SpeculativeConfig('mtp', k, num_mtp_modules=k)
+    model = ModelConfig((LayerSpec('sliding_window', sliding_window),), block_size)
+    fixes = Fixes() if planner == 'fixed' else Fixes().off('lookahead_contract')
+    vc = VllmConfig(spec, model, fixes=fixes, scheduler_config=SchedulerConfig(max_num_batched_tokens=8192))
+    cfg = get_kv_cache_config(vc, 128, extra_retained_tokens=0 if planner == 'none' else None)
+    engine = LLMEngine(vc, runner=ToyRunner, kv_cache_config=cfg)
+    s = engine.scheduler
+    chk, L, W, steps = SlotChecker(s.kv_cache_manager), s.num_prefill_lookahead, sliding_window, []
+    out = dict(k=k, N=num_prompt_tokens, window=W, extra_retained=cfg.kv_cache_groups[0].kv_cache_spec.extra_retained_tokens,
+               target=0, drafter=0)
+    def check_reads(so):
+        "The target's window reads of this step; in decode, the drafter's re-prefill reads too."
+        end = s.requests['r'].num_computed_tokens
+        start = end - so.num_scheduled_tokens['r']
+        out['target'] += len(chk.check_read('r', 0, range(max(0, start - W + 1), end), 'target'))
+        if steps:  # decode: the drafter re-prefills up to L - 1 positions behind `start`
+            first = max(0, start - (L - 1))
+            out['drafter'] += len(chk.check_read('r', 0, range(max(0, first - W + 1), end), 'drafter'))
+        steps.append(start)
+    engine.add_observer(StepObserver(on_schedule=check_reads))
+    engine.add_request(Request('r', list(range(1, num_prompt_tokens + 1)), max_tokens=decode_steps * (k + 1) + 2))
+    for _ in range(decode_steps + 1): engine.step()
+    return out
+
+# %% ../../nbs/01b_lookahead_experiment.ipynb #845084a8
+def fix1_sweep(ks=(2, 3, 4), windows=(8, 12), lengths=range(8, 40), block_size:int=4, decode_steps:int=6)->list:
+    "Dropped-block reads by the MTP drafter, per planner derivation, over k x window x prompt length."
+    rows = []
+    for k in ks:
+        spec = SpeculativeConfig('mtp', k, num_mtp_modules=k)
+        for planner in ('fixed', 'legacy', 'none'):
+            cases = [fix1_case(k, n, w, block_size, planner, decode_steps) for w in windows for n in lengths]
+            rows.append(dict(k=k, planner=planner, extra_retained=cases[0]['extra_retained'], cases=len(cases),
+                             target_reads_dropped=sum(c['target'] for c in cases),
+                             drafter_reads_dropped=sum(c['drafter'] for c in cases),
+                             requests_hit=sum(c['drafter'] > 0 for c in cases),
+                             planner_disagrees='kv_cache_planner' in lookahead.disagreeing_consumers(spec)))
+    return rows
 
 # %% ../../nbs/01b_lookahead_experiment.ipynb #af0a3946
 def lookahead_case(k:int, # MTP modules = drafts per step
@@ -111,7 +164,7 @@ def lookahead_sweep(ks=KS, windows=WINDOWS, lengths=LENGTHS, block_size:int=BLOC
                              legacy_dropped_reads=tot('legacy', 'dropped_reads'), fixed_dropped_reads=tot('fixed', 'dropped_reads'),
                              past_prompt=tot('legacy', 'past_prompt') + tot('fixed', 'past_prompt'),
                              control_dropped_reads=tot('none', 'dropped_reads'),
-                             disagreeing=', '.join(la.disagreeing_consumers(SpeculativeConfig('mtp', k, num_mtp_modules=k)))))
+                             disagreeing=', '.join(lookahead.disagreeing_consumers(SpeculativeConfig('mtp', k, num_mtp_modules=k)))))
             if bar is not None: bar.update()
     return rows
 
@@ -149,20 +202,6 @@ def run(device:str='cpu', # unused: no model runs here
         legacy_consequence_seen=legacy > 0, setup=setup, rows=rows, notes=NOTES)
 
 # %% ../../nbs/01b_lookahead_experiment.ipynb #d645d046
-def bars(ax, # a matplotlib axis
-         labels:list, # one per group (config)
-         series:dict, # name -> one value per group
-         title:str='', # axis title
-         ylabel:str='', # axis label
-        ):
-    "Grouped bars: one group per label, one bar per series, each bar labelled with its value."
-    w = 0.8 / len(series)
-    for i, (name, ys) in enumerate(series.items()):
-        xs = [j + (i - (len(series) - 1) / 2) * w for j in range(len(labels))]
-        ax.bar_label(ax.bar(xs, ys, w, label=name), fontsize=7)
-    ax.set_xticks(range(len(labels)), labels, rotation=30, ha='right', fontsize=8)
-    ax.set_title(title, fontsize=10); ax.set_ylabel(ylabel); ax.legend(fontsize=8)
-
 def plot(res:ExperimentResult # what `run` returned
         ):
     "Requests with a violation per config, legacy vs fixed; and the violations by kind."

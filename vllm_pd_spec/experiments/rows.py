@@ -6,46 +6,43 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/gdn_decode_detection_experimen
 
 # %% auto #0
 __all__ = ['KS', 'CONCURRENCY', 'NUM_PROMPTS', 'MAX_TOKENS', 'SEED', 'QUICK', 'FIX_SETTINGS', 'SEED_FIGURE', 'NOTES',
-           'first_decode_step', 'accuracy_rows', 'sweep_setup', 'shared_sweep', 'fix_result', 'run', 'plot']
+           'first_decode_step', 'accuracy_rows', 'sweep_setup', 'shared_sweep', 'fix_result', 'run_fix', 'run', 'plot']
 
 # %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #032cfd62
 import torch
 from ..config import Fixes
+from ..contracts.rows import is_spec_decode_row, legacy_is_spec_decode_row
+from ..contracts.guard import writes_last_sampled, legacy_writes_last_sampled
+from ..engine.llm_engine import PDPair, StepObserver
 from ..model.drafters import load_model
 from ..model.data import make_prompts, exact_match
-from .backoff import serve, torch_threads, check_device, check_transport
-from .reproduce import ExperimentResult
+from .backoff import serve
+from .common import ExperimentResult, torch_threads, check_device, check_transport, table, bars
 
 # %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #da5288ee
-from ..engine.llm_engine import PDPair
-from ..contracts import rows as rows_contract, guard as guard_contract
-
 def first_decode_step(k:int, # MTP drafts per step
                       prompt:list, # one prompt (token ids)
                       model=None, # default: the shipped weights in float64
                      )->dict:
     "The decode engine's first step of `prompt` (all fixes on), and how each rule treats that row."
     model = model if model is not None else load_model(torch.float64)
-    pd, seen = PDPair('mtp', k, Fixes(), model, dtype=next(model.parameters()).dtype), {}
-    orig = pd.D.scheduler.schedule
-    def schedule():
-        so = orig()
-        for d in so.scheduled_new_reqs:
-            if not seen and d.req_id in so.num_scheduled_tokens:
-                dr = so.scheduled_spec_decode_tokens.get(d.req_id, [])
-                seen.update(num_prompt=len(d.prompt_token_ids), prefill_len=len(d.prefill_token_ids),
-                            num_computed=d.num_computed_tokens, num_scheduled=so.num_scheduled_tokens[d.req_id],
-                            num_draft=len(dr), placeholders=sum(t < 0 for t in dr))
-        return so
-    pd.D.scheduler.schedule = schedule
+    pd, s = PDPair('mtp', k, Fixes(), model, dtype=next(model.parameters()).dtype), {}
+    def first_step(so):
+        "Keep the numbers of the decode engine's first step of the request."
+        for new_req in so.scheduled_new_reqs:
+            if not s and new_req.req_id in so.num_scheduled_tokens:
+                drafts = so.scheduled_spec_decode_tokens.get(new_req.req_id, [])
+                s.update(num_prompt=len(new_req.prompt_token_ids), prefill_len=len(new_req.prefill_token_ids),
+                         num_computed=new_req.num_computed_tokens, num_scheduled=so.num_scheduled_tokens[new_req.req_id],
+                         num_draft=len(drafts), placeholders=sum(t < 0 for t in drafts))
+    pd.D.add_observer(StepObserver(on_schedule=first_step))
     with torch_threads(1): pd.generate([prompt], max_tokens=1)
-    s = seen
     seq_len, num_logits = s['num_computed'] + s['num_scheduled'], 1 + s['num_draft']
     return dict(k=k, **s, prompt_tokens_in_row=s['num_prompt'] - s['num_computed'],
-                gdn_spec_row_fixed=rows_contract.is_spec_decode_row(s['num_scheduled'], s['num_draft']),
-                gdn_spec_row_legacy=rows_contract.legacy_is_spec_decode_row(s['num_computed'], s['num_prompt'], True),
-                kernel_writes_fixed=guard_contract.writes_last_sampled(seq_len, num_logits, s['prefill_len']),
-                kernel_writes_legacy=guard_contract.legacy_writes_last_sampled(seq_len, num_logits, s['prefill_len']))
+                gdn_spec_row_fixed=is_spec_decode_row(s['num_scheduled'], s['num_draft']),
+                gdn_spec_row_legacy=legacy_is_spec_decode_row(s['num_computed'], s['num_prompt'], True),
+                kernel_writes_fixed=writes_last_sampled(seq_len, num_logits, s['prefill_len']),
+                kernel_writes_legacy=legacy_writes_last_sampled(seq_len, num_logits, s['prefill_len']))
 
 # %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #d3a3db70
 KS, CONCURRENCY, NUM_PROMPTS, MAX_TOKENS, SEED = (1, 3), (1, 4), 32, 8, 0
@@ -135,24 +132,33 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, shipped tiny GDN+attention
          "fix 5 off, fix 6 off, both off). Headline: pooled over k and concurrency; legacy = this fix off alone. "
          "Nothing modelled; the task and model are ours, not GSM8K/Qwen3.5. The sweep is shared with fix 6.")
 
+def run_fix(fix:int, # 5 or 6
+            notes:str, # what is measured and what is modelled, for this fix
+            device:str='cpu', # 'cpu' or 'cuda': where the engine runs
+            transport:str='local', # the P/D pair's transport: 'local' or 'nixl'
+            quick:bool=False, # fewer prompts
+            progress=None, # `progress(total)` -> a bar with `.update()`, or None
+           )->ExperimentResult:
+    "Fix 5's or fix 6's experiment from the shared sweep: that fix off alone vs both fixes on."
+    check_device(device); check_transport(transport)
+    print(f'fix {fix} setup:', sweep_setup(quick, transport))
+    rows, setup, here = shared_sweep(quick, device, progress, transport)
+    if not here: print(f'fix {fix}: the sweep shared with fix {11 - fix} was already computed in this process')
+    return fix_result(fix, rows, setup, device, notes)
+
 def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
         transport:str='local', # the P/D pair's transport: 'local' or 'nixl' (in-process NIXL agents)
         quick:bool=False, # fewer prompts
         progress=None, # `progress(total)` -> a bar with `.update()`, or None
        )->ExperimentResult:
     "Fix 5's experiment: P/D vs standalone accuracy and exact-match rate, fix 5 off alone vs both fixes on."
-    check_device(device); check_transport(transport)
-    print('fix 5 setup:', sweep_setup(quick, transport))
-    rows, setup, here = shared_sweep(quick, device, progress, transport)
-    if not here: print('fix 5: the sweep shared with fix 6 was already computed in this process')
-    return fix_result(5, rows, setup, device, NOTES)
+    return run_fix(5, NOTES, device, transport, quick, progress)
 
 # %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #2f8f2f8c
 def plot(res:ExperimentResult # what `run` (this module's or fix 6's) returned
         ):
     "P/D task accuracy and exact-match rate vs standalone per k and concurrency, for each fix setting."
     import matplotlib.pyplot as plt
-    from vllm_pd_spec.experiments.lookahead import bars
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 3.6))
     cfg = sorted({(r['k'], r['concurrency']) for r in res.rows})
     by = {(r['k'], r['concurrency'], r['fixes']): r for r in res.rows}

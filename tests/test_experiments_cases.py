@@ -1,7 +1,9 @@
-"The engine-level reproductions of fixes 3, 4 and 1 (small sweeps; the notebooks run the full ones)."
+"The single-request engine cases of fixes 3, 4 and 1 (small sweeps; the notebooks run the full ones)."
 import pytest
 from vllm_pd_spec.config import Fixes, SpeculativeConfig
-from vllm_pd_spec.engine.repro import fix1_case, fix3_case, fix3_sweep, fix4_case
+from vllm_pd_spec.experiments.lookahead import fix1_case
+from vllm_pd_spec.experiments.ordering import fix3_case, fix3_sweep
+from vllm_pd_spec.experiments.slots import fix4_case, fix4_stale_row_case
 
 def test_fix3_engine_matches_ordering_contract():
     rows = fix3_sweep(lengths=range(2, 34), block_sizes=(4, 16))
@@ -33,7 +35,6 @@ def test_fix1_drafter_reads_dropped_block_without_retention():
         assert c['drafter'] == c['target'] == 0 and c['extra_retained'] == 2
 
 def test_fix4_stray_writes_land_in_a_cached_prefix():
-    from vllm_pd_spec.engine.repro import fix4_stale_row_case
     legacy = [fix4_stale_row_case(3, 64, n, fixes=Fixes().off('dflash_slots')) for n in range(1, 33)]
     fixed = [fix4_stale_row_case(3, 64, n) for n in range(1, 33)]
     assert sum(c['cached_prefix'] for c in legacy) > 0

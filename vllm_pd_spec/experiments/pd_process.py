@@ -11,66 +11,83 @@ __all__ = ['TOY_MODEL', 'TOY_DRAFTER', 'ToyKVRunner', 'build_toy_engine', 'run_s
 # %% ../../nbs/19a_nixl_pd.ipynb #592dd7ff
 import os, time
 import torch
-from .nixl_transport import (NixlTransport, block_descs, mem_type, KVTransport, PDConnectorWorker, ModelRunnerOutput)
-from ..config import LayerSpec, ModelConfig, VllmConfig, make_kv_transfer_params
-from .request import Request
-from .scheduler import Scheduler
+from functools import partial
+from ..engine.nixl_transport import NixlTransport, block_descs, mem_type
+from ..engine.transport import KVTransport, PDConnectorWorker
+from ..engine.outputs import ModelRunnerOutput, SchedulerOutput
+from ..config import LayerSpec, ModelConfig, VllmConfig, CacheConfig, make_kv_transfer_params
+from ..engine.request import Request
+from ..engine.kv_cache_manager import get_kv_cache_config
+from ..engine.scheduler import Scheduler
+from ..engine.llm_engine import LLMEngine
 
 TOY_MODEL = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=4)
 TOY_DRAFTER = ('eagle.0',)
 
 class ToyKVRunner:
     "A stand-in runner with torch caches: writes recognisable KV, keeps a state, samples from both."
-    def __init__(self, scheduler:Scheduler, worker:PDConnectorWorker|None=None, device:str='cpu'):
-        self.s, self.bs, self.worker = scheduler, scheduler.block_size, worker
-        cfg = scheduler.kv_cache_config
-        self.layer_groups = {n: i for i, g in enumerate(cfg.kv_cache_groups) for n in g.layer_names
+    def __init__(self, scheduler:Scheduler, # the engine's scheduler (its requests' tokens are read)
+                 worker:PDConnectorWorker|None=None, # the connector's worker (P/D), or None
+                 device:str='cpu', # where the caches live
+                ):
+        self.scheduler, self.block_size, self.worker = scheduler, scheduler.block_size, worker
+        kv_cache_config = scheduler.kv_cache_config
+        self.layer_groups = {name: i for i, g in enumerate(kv_cache_config.kv_cache_groups) for name in g.layer_names
                              if type(g.kv_cache_spec).__name__ != 'MambaSpec'}
-        mk = lambda: torch.zeros(cfg.num_blocks, self.bs, 2, dtype=torch.float64, device=device)
-        self.kv = {n: (mk(), mk()) for n in self.layer_groups}
-        self.state, self.tables = {}, {}
+        zeros = lambda: torch.zeros(kv_cache_config.num_blocks, self.block_size, 2, dtype=torch.float64, device=device)
+        self.kv = {name: (zeros(), zeros()) for name in self.layer_groups}
+        self.state, self.block_tables = {}, {}
         if worker is not None:
-            worker.register_kv_caches(self.kv, self.layer_groups, read_states=lambda rid: {'gdn': self.state[rid].clone()})
+            worker.register_kv_caches(self.kv, self.layer_groups, read_states=lambda req_id: {'gdn': self.state[req_id].clone()})
 
-    def sample(self, rid:str, n:int)->int:
-        "A token that depends on K at every position < n in every layer, and on the state."
-        tot = sum(float(self.kv[name][0][self.tables[rid][g][p // self.bs], p % self.bs, 0])
-                  for name, g in self.layer_groups.items() for p in range(n))
-        return int((tot * 31 + float(self.state[rid][0])) % 97)
+    def sample(self, req_id:str, num_tokens:int)->int:
+        "A token that depends on K at every position < `num_tokens` in every layer, and on the state."
+        bs, total = self.block_size, 0.0
+        for name, g in self.layer_groups.items():
+            total += sum(float(self.kv[name][0][self.block_tables[req_id][g][p // bs], p % bs, 0]) for p in range(num_tokens))
+        return int((total * 31 + float(self.state[req_id][0])) % 97)
 
-    def execute(self, so)->ModelRunnerOutput:
+    def _write(self, req_id:str, positions:range):
+        "Write `token * 1000 + position` into K and V of every layer at `positions`; fold the tokens into the state."
+        request, bs = self.scheduler.requests[req_id], self.block_size
+        for p in positions:
+            token = request.all_token_ids[p]
+            for name, g in self.layer_groups.items():
+                block = self.block_tables[req_id][g][p // bs]
+                for x in self.kv[name]: x[block, p % bs, 0], x[block, p % bs, 1] = token * 1000 + p, 1
+            self.state[req_id] += token
+
+    def execute_model(self, scheduler_output:SchedulerOutput)->ModelRunnerOutput:
         "One step: load KV (D), write KV for the scheduled positions, sample at the end of each request."
+        so = scheduler_output
         if self.worker is not None: self.worker.start_load_kv(so.kv_connector_metadata)
-        for rid in so.finished_req_ids | so.preempted_req_ids: self.tables.pop(rid, None); self.state.pop(rid, None)
-        for d in so.scheduled_new_reqs:
-            self.tables[d.req_id] = d.block_ids
-            st = self.worker.take_states(d.req_id) if self.worker is not None else None
-            self.state[d.req_id] = st['gdn'].clone().to(torch.float64) if st else torch.zeros(1, dtype=torch.float64)
-        c = so.scheduled_cached_reqs
-        for rid, ids in zip(c.req_ids, c.block_ids): self.tables[rid] = ids
-        rids, sampled = list(so.num_scheduled_tokens), []
-        for rid in rids:
-            n, r = so.num_scheduled_tokens[rid], self.s.requests[rid]
-            for p in range(r.num_computed_tokens - n, r.num_computed_tokens):
-                t = r.all_token_ids[p]
-                for name, g in self.layer_groups.items():
-                    b = self.tables[rid][g][p // self.bs]
-                    for x in self.kv[name]: x[b, p % self.bs, 0], x[b, p % self.bs, 1] = t * 1000 + p, 1
-                self.state[rid] += t
-            sampled.append([self.sample(rid, r.num_computed_tokens)] if r.num_computed_tokens >= r.num_tokens else [])
-        kco = self.worker.get_finished() if self.worker is not None else None
-        return ModelRunnerOutput(rids, {r: i for i, r in enumerate(rids)}, sampled, [[] for _ in rids], kco)
+        for req_id in so.finished_req_ids | so.preempted_req_ids: self.block_tables.pop(req_id, None); self.state.pop(req_id, None)
+        for new_req in so.scheduled_new_reqs:
+            self.block_tables[new_req.req_id] = new_req.block_ids
+            states = self.worker.take_states(new_req.req_id) if self.worker is not None else None
+            self.state[new_req.req_id] = states['gdn'].clone().to(torch.float64) if states else torch.zeros(1, dtype=torch.float64)
+        cached = so.scheduled_cached_reqs
+        for req_id, block_ids in zip(cached.req_ids, cached.block_ids): self.block_tables[req_id] = block_ids
+        req_ids, sampled_token_ids = list(so.num_scheduled_tokens), []
+        for req_id in req_ids:
+            request = self.scheduler.requests[req_id]
+            end = request.num_computed_tokens  # advanced at schedule time
+            self._write(req_id, range(end - so.num_scheduled_tokens[req_id], end))
+            sampled_token_ids.append([self.sample(req_id, end)] if end >= request.num_tokens else [])
+        kv_connector_output = self.worker.get_finished() if self.worker is not None else None
+        return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled_token_ids, [[] for _ in req_ids],
+                                 kv_connector_output)
 
 # %% ../../nbs/19a_nixl_pd.ipynb #33a2b825
 def build_toy_engine(role:str, # 'prefill', 'decode' or 'standalone'
                      transport:KVTransport|None, # this engine's transport (None: standalone)
                      num_blocks:int=64, # KV blocks in the pool
                      device:str='cpu', # where the caches live
-                    )->tuple:
-    "`(scheduler, execute, worker)` of a toy engine: Engine I's scheduler and `ToyKVRunner`."
-    s = Scheduler(VllmConfig(model=TOY_MODEL, role=role), num_blocks=num_blocks, drafter_layer_names=TOY_DRAFTER)
-    worker = PDConnectorWorker(s.connector.engine_id, transport) if transport is not None else None
-    return s, ToyKVRunner(s, worker, device).execute, worker
+                    )->LLMEngine:
+    "A toy engine: Engine I's scheduler and `ToyKVRunner`, in an `LLMEngine`."
+    vllm_config = VllmConfig(model=TOY_MODEL, role=role, cache_config=CacheConfig(num_gpu_blocks=num_blocks))
+    return LLMEngine(vllm_config, transport=transport, runner=partial(ToyKVRunner, device=device),
+                     kv_cache_config=get_kv_cache_config(vllm_config, drafter_layer_names=TOY_DRAFTER))
 
 # %% ../../nbs/19a_nixl_pd.ipynb #95bbcaa9
 def run_standalone(prompts:dict, # request id -> prompt token ids
@@ -78,43 +95,40 @@ def run_standalone(prompts:dict, # request id -> prompt token ids
                    num_blocks:int=64, # KV blocks in the pool
                   )->dict:
     "Output tokens per request from one engine that prefills and decodes."
-    s, execute, _ = build_toy_engine('standalone', None, num_blocks)
-    outs = {rid: [] for rid in prompts}
-    for rid, p in prompts.items(): s.add_request(Request(rid, p, max_tokens=max_tokens))
-    while s.has_requests():
-        for o in s.update_from_output(so := s.schedule(), execute(so)): outs[o.request_id] += o.new_token_ids
-    assert s.kv_cache_manager.get_num_free_blocks() == num_blocks - 1
-    return outs
+    engine = build_toy_engine('standalone', None, num_blocks)
+    for req_id, prompt in prompts.items(): engine.add_request(Request(req_id, prompt, max_tokens=max_tokens))
+    engine.run()
+    assert engine.scheduler.kv_cache_manager.get_num_free_blocks() == num_blocks - 1
+    return {req_id: engine.outputs[req_id] for req_id in prompts}
 
 # %% ../../nbs/19a_nixl_pd.ipynb #432b7f33
 def engine_process(role:str, # 'prefill' or 'decode'
                    conn, # this engine's end of the proxy's pipe
-                   build=build_toy_engine, # module-level `build(role, transport, **build_kw) -> (scheduler, execute, worker)`
+                   build=build_toy_engine, # module-level `build(role, transport, **build_kw) -> LLMEngine`
                    build_kw:dict|None=None, # arguments for `build`
                    transport_kw:dict|None=None, # `NixlTransport` arguments (timeouts, faults)
                   ):
     "Run one engine with its own NIXL agent until the proxy says stop; report outputs and counters."
-    engine_id, dev = f'{role}-0', (build_kw or {}).get('device', 'cpu')
-    if 'cuda' in str(dev): torch.cuda.set_device(dev); torch.zeros(1, device=dev)  # a CUDA context before the agent
-    tr = NixlTransport(engine_id, **(transport_kw or {}))
-    s, execute, worker = build(role, tr, **(build_kw or {}))
-    conn.send(('md', tr.metadata())); tr.add_remote(conn.recv()[1])
-    toks, stop = {}, False
-    while not (stop and not s.has_requests()):
-        while conn.poll(0 if s.has_requests() else 0.002):
-            m = conn.recv()
-            if m[0] == 'stop': stop = True
+    engine_id, device = f'{role}-0', (build_kw or {}).get('device', 'cpu')
+    if 'cuda' in str(device): torch.cuda.set_device(device); torch.zeros(1, device=device)  # a CUDA context before the agent
+    transport = NixlTransport(engine_id, **(transport_kw or {}))
+    engine = build(role, transport, **(build_kw or {}))
+    conn.send(('md', transport.metadata())); transport.add_remote(conn.recv()[1])
+    scheduler, stop = engine.scheduler, False
+    while not (stop and not scheduler.has_requests()):
+        while conn.poll(0 if scheduler.has_requests() else 0.002):
+            msg = conn.recv()
+            if msg[0] == 'stop': stop = True
             else:
-                _, rid, prompt, mt, params = m
-                s.add_request(Request(rid, prompt, max_tokens=mt, kv_transfer_params=params)); toks[rid] = []
-        if not s.has_requests(): tr._poll(); continue
-        for o in s.update_from_output(so := s.schedule(), execute(so)):  # failed loads: recomputed in here
-            toks[o.request_id] += o.new_token_ids
-            if o.finish_reason is not None: conn.send(('out', o.request_id, toks.pop(o.request_id), o.kv_transfer_params))
-    spec = getattr(s, 'spec_decoding_stats', None)
-    conn.send(('report', dict(role=role, free_blocks=s.kv_cache_manager.get_num_free_blocks(), num_blocks=s.kv_cache_config.num_blocks,
-                              in_use=tr.in_use(), stats=dict(tr.stats), recomputed=s.num_recomputed_loads,
-                              failures=worker.failures, spec=None if spec is None else dict(vars(spec)))))
+                _, req_id, prompt, max_tokens, params = msg
+                engine.add_request(Request(req_id, prompt, max_tokens=max_tokens, kv_transfer_params=params))
+        if not scheduler.has_requests(): transport._poll(); continue
+        for o in engine.step():  # failed loads: recomputed in here
+            if o.finish_reason is not None: conn.send(('out', o.request_id, engine.outputs.pop(o.request_id), o.kv_transfer_params))
+    conn.send(('report', dict(role=role, free_blocks=scheduler.kv_cache_manager.get_num_free_blocks(),
+                              num_blocks=scheduler.kv_cache_config.num_blocks, in_use=transport.in_use(),
+                              stats=dict(transport.stats), recomputed=scheduler.num_recomputed_loads,
+                              failures=engine.worker.failures, spec=dict(vars(scheduler.spec_decoding_stats)))))
     conn.close()
     os._exit(0)  # skip interpreter teardown: UCX may assert while tearing down a connection to a dead peer
 
@@ -192,25 +206,25 @@ def build_llm_engine(role:str, # 'prefill', 'decode' or 'standalone'
                      device:str='cpu', # model and cache device
                      num_blocks:int=256, # KV blocks per engine
                      fixes=None, # a `Fixes` (default: all on)
-                    )->tuple:
-    "`(scheduler, execute, worker)` of Engine II's `LLMEngine` with the shipped model."
+                    )->LLMEngine:
+    "Engine II's `LLMEngine` with the shipped model."
     from vllm_pd_spec.config import Fixes
-    from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
+    from vllm_pd_spec.engine.llm_engine import make_config
     from vllm_pd_spec.model.drafters import load_model
-    dt = getattr(torch, dtype)
-    model = load_model(dtype=dt, device=device)
-    eng = LLMEngine(make_config(method, k, role, fixes or Fixes(), model=model), model, num_blocks=num_blocks,
-                    transport=transport, device=device, dtype=dt)
-    return eng.scheduler, eng.runner.execute_model, eng.runner.worker
+    torch_dtype = getattr(torch, dtype)
+    model = load_model(dtype=torch_dtype, device=device)
+    vllm_config = make_config(method, k, role, fixes or Fixes(), model=model, cache_config=CacheConfig(num_gpu_blocks=num_blocks))
+    return LLMEngine(vllm_config, model, transport=transport, device=device, dtype=torch_dtype)
 
-def llm_standalone(prompts:dict, max_tokens:int=8, **kw)->tuple:
+def llm_standalone(prompts:dict, # request id -> prompt token ids
+                   max_tokens:int=8, # output tokens per request
+                   **kw, # `build_llm_engine` arguments
+                  )->tuple:
     "Standalone outputs per request and the spec-decoding counters, in this process."
-    s, execute, _ = build_llm_engine('standalone', None, **kw)
-    outs = {rid: [] for rid in prompts}
-    for rid, p in prompts.items(): s.add_request(Request(rid, p, max_tokens=max_tokens))
-    while s.has_requests():
-        for o in s.update_from_output(so := s.schedule(), execute(so)): outs[o.request_id] += o.new_token_ids
-    return outs, dict(vars(s.spec_decoding_stats))
+    engine = build_llm_engine('standalone', None, **kw)
+    for req_id, prompt in prompts.items(): engine.add_request(Request(req_id, prompt, max_tokens=max_tokens))
+    engine.run()
+    return {req_id: engine.outputs[req_id] for req_id in prompts}, dict(vars(engine.scheduler.spec_decoding_stats))
 
 # %% ../../nbs/19a_nixl_pd.ipynb #eb2a08a9
 def _bench_reads(ag, local, remote, buf, rows:int, reps:int, copies:dict, sync)->tuple:
