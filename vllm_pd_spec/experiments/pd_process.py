@@ -159,7 +159,7 @@ def run_pd_nixl(prompts:dict, # request id -> prompt token ids
     while len(outs) < len(prompts) and time.monotonic() < t_end:
         for c in mp.connection.wait([pc, dc] if p_alive else [dc], timeout=0.5):
             try: m = c.recv()
-            except EOFError:  # P is gone: D prefills whatever P never handed over
+            except (EOFError, ConnectionResetError):  # P is gone: D prefills whatever P never handed over
                 p_alive = False
                 for rid in set(prompts) - sent_to_d: dc.send(('add', rid, prompts[rid], max_tokens, None)); sent_to_d.add(rid)
                 continue
