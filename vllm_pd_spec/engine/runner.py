@@ -18,7 +18,6 @@ from .scheduler import ModelRunnerOutput, SchedulerOutput
 from .transport import PDConnectorWorker
 from ..model.model import ForwardMeta
 from ..model.drafters import SpecModel, load_model
-from ..model.data import MASK
 
 # %% ../../nbs/25_runner.ipynb #c5881263
 def model_config(model:SpecModel, block_size:int=16)->ModelConfig:
@@ -303,7 +302,7 @@ def _propose(self:ModelRunner, r:CachedRequestState, c:int, m:int, rejected:int,
         if not emit: return []
         V = c + m                                       # the sampled token's position
         P, meta = self._meta_for(r, list(range(V, V + k + 1)), causal=False)
-        ids = torch.tensor([r.tokens[V]] + [MASK] * k, device=self.device)
+        ids = torch.tensor([r.tokens[V]] + [M.args.mask_token_id] * k, device=self.device)
         return T.compute_logits(M.dflash(T, ids, P, meta, self.cache)[1:]).argmax(-1).tolist()
     raise ValueError(self.method)
 
