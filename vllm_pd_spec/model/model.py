@@ -282,6 +282,7 @@ class HybridLM(nn.Module):
         self.layers = nn.ModuleList(Block(args, kind, f'layers.{i}') for i, kind in enumerate(args.layer_kinds))
         self.norm = RMSNorm(args.d_model)
         self.lm_head = None if args.tie_embeddings else nn.Linear(args.d_model, args.vocab_size, bias=False)
+        if args.tie_embeddings: nn.init.normal_(self.embed.weight, std=0.02)  # it is the LM head too: small logits at the start
 
     def attn_layers(self)->list: return [b.mixer.name for b in self.layers if b.kind != 'gdn']
     def gdn_layers(self)->list: return [b.mixer.name for b in self.layers if b.kind == 'gdn']
