@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/drafters.html.md"""
 
 # %% auto #0
 __all__ = ['DATA', 'WEIGHTS', 'MODELS', 'DraftLayer', 'MTPDrafter', 'EagleDrafter', 'DFlashLayer', 'DFlashDrafter', 'SpecModel',
-           'args_from_json', 'load_model', 'SpecStats', 'spec_decode']
+           'args_from_json', 'load_model', 'model_cards', 'SpecStats', 'spec_decode']
 
 # %% ../../nbs/23_drafters.ipynb #c24f8349
 import json, torch, torch.nn as nn, torch.nn.functional as F
@@ -150,6 +150,27 @@ def load_model(name:str|torch.dtype='tiny-hybrid', # a name in `MODELS` (a dtype
     m.load_state_dict(load_file(str(path)))
     m.name = meta.get('name', name)
     return m.to(device=device, dtype=dtype).eval()
+
+# %% ../../nbs/23_drafters.ipynb #18e43578
+def model_cards()->list:
+    "Per shipped model: name, params, corpus, tokenizer, MTP `per_position_acceptance`, per-drafter `zeroed_kv_cost` and acceptance length."
+    out = []
+    for name, stem in MODELS.items():
+        if not (DATA / f'{stem}.safetensors').exists(): continue
+        card = DATA / f'{stem}.json'
+        if not card.exists():  # the Fibonacci fixture: no card, its drafters are always right on its task
+            out.append(dict(name=name, params=sum(p.numel() for p in load_model(name).parameters()),
+                            corpus='synthetic: Fibonacci mod 10 after filler (the task notebook)', tokenizer='32 task symbols',
+                            per_position_acceptance=None, zeroed_kv_cost=None, mean_acceptance_length=None))
+            continue
+        c = json.loads(card.read_text()); g = c.get('gates', {}).get('measured', {})
+        drafters = [m for m in ('mtp', 'eagle', 'dflash') if m in g]
+        out.append(dict(name=name, params=c['training']['params']['total'], corpus=c['corpus']['text'], tokenizer=c['tokenizer'],
+                        per_position_acceptance=g['mtp']['per_position'] if 'mtp' in g else None,
+                        zeroed_kv_cost={m: g[m]['zeroed_kv_cost'] for m in drafters} or None,
+                        mean_acceptance_length={m: g[m]['mean_acceptance_length'] for m in drafters} or None,
+                        next_token_accuracy=g.get('next_token_accuracy'), gates_passed=c.get('gates', {}).get('passed')))
+    return out
 
 # %% ../../nbs/23_drafters.ipynb #d5c373c0
 @dataclass

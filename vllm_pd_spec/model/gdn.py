@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/gated_delta_rule.html.md"""
 
 # %% auto #0
 __all__ = ['fla_chunk_gated_delta_rule', 'GDN_BACKENDS', 'gdn_recurrent', 'random_gdn_inputs', 'gdn_chunked', 'gdn_triton',
-           'set_gdn_backend', 'gdn_backend', 'gdn_chunk', 'gdn_bench']
+           'set_gdn_backend', 'gdn_backend', 'fla_backward_ok', 'gdn_chunk', 'gdn_bench']
 
 # %% ../../nbs/20_gated_delta_rule.ipynb #a76cffed
 import math, os, torch
@@ -162,15 +162,23 @@ def gdn_backend(x:torch.Tensor # a GDN input: its device and dtype decide
     return name
 
 # %% ../../nbs/20_gated_delta_rule.ipynb #8236bdb6
+def fla_backward_ok()->bool:
+    "Whether fla's chunked backward runs here (fla refuses it on Hopper with Triton >= 3.4, < 3.7.1)."
+    if fla_chunk_gated_delta_rule is None: return False
+    from fla.utils import IS_NVIDIA_HOPPER, TRITON_ABOVE_3_4_0, TRITON_ABOVE_3_7_1
+    return not (IS_NVIDIA_HOPPER and TRITON_ABOVE_3_4_0 and not TRITON_ABOVE_3_7_1)
+
 def gdn_chunk(q, k, v, g, beta, # [B, T, H, .] as in `gdn_recurrent`
               initial_state:torch.Tensor|None=None, # [B, H, K, V]
-              backend:str|None=None # default: `gdn_backend(q)`
+              backend:str|None=None, # default: `gdn_backend(q)`
+              chunk_size:int=16 # tokens per chunk of our form (fla's kernel uses its own, 64)
              ):
     "Chunked gated delta rule through fla's kernel or ours. Returns `(o, final_state)` in q's dtype."
-    if (backend or gdn_backend(q)) == 'fla':
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, g, beta))
+    if (backend or gdn_backend(q)) == 'fla' and (not grad or fla_backward_ok()):
         o, h = fla_chunk_gated_delta_rule(q, k, v, g, beta, initial_state=initial_state, output_final_state=True)
         return o.to(q.dtype), h.to(q.dtype)
-    return gdn_chunked(q, k, v, g, beta, initial_state=initial_state)
+    return gdn_chunked(q, k, v, g, beta, initial_state=initial_state, chunk_size=chunk_size)
 
 # %% ../../nbs/20_gated_delta_rule.ipynb #3afd92aa
 def _median_ms(fn, reps:int=20)->float:

@@ -32,6 +32,7 @@ class ModelArgs:
     mask_token_id:int=MASK # DFlash's mask token
     draft_mlp_hidden:int|None=None # SwiGLU width in the drafters' layers (None: `mlp_hidden`)
     tie_embeddings:bool=False # LM head = the embedding matrix (no `lm_head` weights)
+    gdn_chunk:int=16 # tokens per chunk of our chunked GDN form in dense (training) forwards
 
 # %% ../../nbs/22_model.ipynb #c4fa0786
 @dataclass
@@ -203,7 +204,7 @@ class GDN(nn.Module):
     def __init__(self, args:ModelArgs, name:str):
         super().__init__()
         d, H, D = args.d_model, args.n_heads, args.head_dim
-        self.name, self.H, self.D = name, H, D
+        self.name, self.H, self.D, self.chunk = name, H, D, args.gdn_chunk
         self.wq, self.wk, self.wv, self.wz = (nn.Linear(d, H * D, bias=False) for _ in range(4))
         self.wa, self.wb = nn.Linear(d, H, bias=False), nn.Linear(d, H, bias=False)
         self.A_log = nn.Parameter(torch.log(torch.linspace(1, 16, H)))
@@ -225,7 +226,7 @@ class GDN(nn.Module):
 
     def dense(self, x, positions=None, mask=None):
         "x [B, T, d] from a zero state (training and the full-recompute reference)."
-        o, _ = gdn_chunk(*self.inputs(x))  # fla's kernel (it has a backward) on CUDA when installed
+        o, _ = gdn_chunk(*self.inputs(x), chunk_size=self.chunk)  # fla's kernel on CUDA when installed and usable
         return self.out(o, x)
 
     def paged(self, x, positions, meta:ForwardMeta, cache:ModelCache):

@@ -16,7 +16,7 @@ from pathlib import Path
 from .model import ModelArgs
 from .drafters import SpecModel, DATA, MODELS
 from .corpus import token_stream, text_batch, vocab_size, MASK_ID, CORPUS, TOKENIZER
-from .gdn import set_gdn_backend, gdn_backend
+from .gdn import set_gdn_backend, gdn_backend, fla_backward_ok
 
 # %% ../../nbs/24a_text_training.ipynb #ef0844dc
 LAYER_KINDS = {'hybrid': ('gdn', 'full_attention', 'gdn', 'full_attention'), 'attn': ('full_attention',) * 4}
@@ -28,7 +28,7 @@ def text_args(kind:str='hybrid', # 'hybrid' (attention + GDN) or 'attn' (attenti
     if kind not in LAYER_KINDS: raise ValueError(f'kind={kind!r} is invalid: must be one of {list(LAYER_KINDS)}')
     return ModelArgs(vocab_size=vocab_size(tokenizer), d_model=d_model, n_heads=n_heads, head_dim=head_dim,
                      mlp_hidden=mlp_hidden, layer_kinds=LAYER_KINDS[kind], n_mtp=4, dflash_layers=1, dflash_max_k=8,
-                     mask_token_id=MASK_ID, draft_mlp_hidden=draft_mlp_hidden, tie_embeddings=True)
+                     mask_token_id=MASK_ID, draft_mlp_hidden=draft_mlp_hidden, tie_embeddings=True, gdn_chunk=64)
 
 def param_counts(m:SpecModel)->dict:
     "Parameters of the target, each drafter and the whole model."
@@ -115,7 +115,7 @@ def train_text(kind:str='hybrid', tokenizer:str='bpe1024', cfg:TrainConfig=Train
     m = SpecModel(args or text_args(kind, tokenizer)).to(device)
     train, held = token_stream('train', tokenizer), token_stream('heldout', tokenizer)
     rec = dict(kind=kind, tokenizer=tokenizer, config=asdict(cfg), device=str(torch.cuda.get_device_name() if str(device).startswith('cuda') else 'cpu'),
-               gdn_backend=gdn_backend(torch.zeros(1, device=device)), log=[], time_s={})
+               gdn_backend=gdn_backend(torch.zeros(1, device=device)), fla_backward=fla_backward_ok(), log=[], time_s={})
     stages = (('target', cfg.target_steps, [p for n, p in m.named_parameters() if n.startswith('target.')],
                lambda ids: {'target': text_target_loss(m, ids)}),
               ('drafters', cfg.drafter_steps, [p for n, p in m.named_parameters() if not n.startswith('target.')],
