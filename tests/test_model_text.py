@@ -52,13 +52,12 @@ def test_same_size_targets():
 def test_engine_serves_text_model_losslessly(method):
     from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
     m = load_model('text-hybrid', torch.float64)
-    prompts = [p[:40] for p in heldout_prompts(2, 64)]
-    plain = LLMEngine(make_config(None, model=m), m, dtype=torch.float64).generate(prompts, 12)
+    prompts = [p[:24] for p in heldout_prompts(2, 64)]
+    plain = LLMEngine(make_config(None, model=m), m, dtype=torch.float64).generate(prompts, 10)
     eng = LLMEngine(make_config(method, 4, model=m), m, dtype=torch.float64)
-    assert eng.generate(prompts, 12) == plain
+    assert eng.generate(prompts, 10) == plain
     assert eng.spec_stats.num_drafts > 0
 
-@pytest.mark.slow
 def test_training_smallest_config_cpu():
     from vllm_pd_spec.model.train_text import train_text, TINY
     m, rec = train_text('attn', cfg=TINY, log=None)
@@ -87,3 +86,30 @@ def test_engine_fla_prefill_matches_reference():
     same = sum(a == b for a, b in zip(outs['fla'], outs['triton']))
     print(f'engine prefill, fla vs ours: relative hidden-state error {err:.2e}; {same}/4 greedy outputs identical')
     assert err < 5e-3
+
+def test_model_cards():
+    from vllm_pd_spec.model.drafters import model_cards
+    cards = {c['name']: c for c in model_cards()}
+    assert set(cards) == set(MODELS)
+    for name in TEXT:
+        c = cards[name]
+        assert {'name', 'params', 'corpus', 'per_position_acceptance', 'zeroed_kv_cost'} <= set(c)
+        assert c['params'] == sum(p.numel() for p in load_model(name).parameters())
+
+@pytest.mark.parametrize('name', TEXT)
+def test_card_gates_consistent(name):
+    "The card's gate verdicts are what `check_gates` says of the card's own figures."
+    from vllm_pd_spec.experiments.model_gates import check_gates, METHODS
+    card = json.loads((DATA / f'{MODELS[name]}.json').read_text())
+    if 'gates' not in card: pytest.skip('gates not measured yet (the gates notebook)')
+    rep = card['gates']['measured']
+    assert card['gates']['passed'] == check_gates(rep)
+    for m in METHODS:
+        pp = rep[m]['per_position']
+        assert len(pp) == rep['k'] and all(1 >= a >= b >= 0 for a, b in zip(pp, pp[1:]))  # cumulative: non-increasing
+        assert rep[m]['mean_acceptance_length'] == pytest.approx(1 + sum(pp))
+
+def test_fla_not_used_without_cuda():
+    from vllm_pd_spec.model.gdn import fla_backward_ok, fla_chunk_gated_delta_rule
+    if torch.cuda.is_available(): pytest.skip('a CUDA machine')
+    assert fla_chunk_gated_delta_rule is None and fla_backward_ok() is False  # fla is imported on CUDA machines only

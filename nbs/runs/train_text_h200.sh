@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The text models' H200 runs. Needs torch and triton there; fla-core and fastcore travel as wheels in .whl/
-# (see the training notebook). Each part fits one 10-minute command; everything lands in $OUT/results.tgz.
+# (git-ignored), fetched here with:
+#   python3 -m pip download --no-deps --only-binary=:all: -d .whl fla-core==0.6.0 fastcore==2.2.41
+# Each part fits one 10-minute command; everything lands in $OUT/results.tgz.
 #   bash nbs/runs/train_text_h200.sh train   # text-hybrid with text-attn's recipe (seed 0, 1822 + 1822 steps of 32 x 512),
 #                                            # then ms per training step with GDN on fla and on our chunked form
 #   bash nbs/runs/train_text_h200.sh bench   # GDN kernels side by side (gdn_bench), then the GPU tests
