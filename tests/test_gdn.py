@@ -49,3 +49,53 @@ def test_triton_interpreter_cpu():
 @pytest.mark.gpu
 def test_triton_cuda():
     _check_triton('cuda')
+
+def test_backend_switch():
+    from vllm_pd_spec.model.gdn import gdn_backend, set_gdn_backend, gdn_chunk, GDN_BACKENDS
+    assert gdn_backend(torch.zeros(1)) == 'torch'  # CPU: the reference path
+    with pytest.raises(ValueError, match='name'): set_gdn_backend('cuda')
+    old = set_gdn_backend('fla')
+    try:
+        with pytest.raises(RuntimeError, match='fla'): gdn_backend(torch.zeros(1))  # CPU tensors never take fla
+    finally: set_gdn_backend(old)
+    x = random_gdn_inputs(T=33, dtype=torch.float64, seed=2)
+    o, h = gdn_chunk(*x[:5], initial_state=x[5])
+    ro, rh = gdn_recurrent(*x[:5], initial_state=x[5])
+    assert torch.allclose(o, ro, atol=1e-10) and torch.allclose(h, rh, atol=1e-10)
+
+# fla's chunked kernel against the float64 recurrence: varlen batch (cu_seqlens), initial states gathered from a pool.
+# Tolerances (largest error / largest reference magnitude): float32 inputs 5e-3, bfloat16 inputs 5e-2.
+FLA_TOL = {torch.float32: 5e-3, torch.bfloat16: 5e-2}
+
+@pytest.mark.gpu
+@pytest.mark.parametrize('dtype', list(FLA_TOL))
+def test_fla_matches_reference(dtype):
+    from vllm_pd_spec.model.gdn import fla_chunk_gated_delta_rule
+    if fla_chunk_gated_delta_rule is None: pytest.skip('needs fla-core (the fla extra)')
+    H, K = 4, 32
+    xs = random_gdn_inputs(B=1, T=300, H=H, K=K, V=K, dtype=torch.float64, seed=5)
+    cu = [0, 7, 64, 65, 300]
+    pool = torch.randn(6, H, K, K, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 0.5
+    idx = [5, 0, 3, 2]
+    o, h = fla_chunk_gated_delta_rule(*(x.cuda().to(dtype) for x in xs[:5]), initial_state=pool[idx].cuda().float(),
+                                      output_final_state=True, cu_seqlens=torch.tensor(cu, device='cuda'))
+    errs = []
+    for n in range(4):
+        a, b = cu[n], cu[n + 1]
+        ro, rh = gdn_recurrent(*[x[:, a:b] for x in xs[:5]], initial_state=pool[idx[n]][None])
+        errs += [((o[0, a:b].double().cpu() - ro[0]).abs().max() / ro.abs().max()).item(),
+                 ((h[n].double().cpu() - rh[0]).abs().max() / rh.abs().max()).item()]
+    print(f'fla vs float64 recurrence, {dtype}: largest relative error {max(errs):.2e}')
+    assert max(errs) < FLA_TOL[dtype], errs
+
+@pytest.mark.gpu
+def test_gdn_chunk_fla_path():
+    "`gdn_chunk` on CUDA float32 takes fla when installed, and agrees with our chunked form; float64 never takes fla."
+    from vllm_pd_spec.model.gdn import gdn_chunk, gdn_backend, fla_chunk_gated_delta_rule
+    if fla_chunk_gated_delta_rule is None: pytest.skip('needs fla-core (the fla extra)')
+    x = random_gdn_inputs(B=2, T=100, H=3, K=32, V=32, dtype=torch.float32, device='cuda', seed=9)
+    assert gdn_backend(x[0]) == 'fla' and gdn_backend(x[0].double()) == 'triton'
+    o, h = gdn_chunk(*x[:5], initial_state=x[5])
+    ro, rh = gdn_chunk(*x[:5], initial_state=x[5], backend='torch')
+    assert ((o - ro).abs().max() / ro.abs().max()).item() < FLA_TOL[torch.float32]
+    assert ((h - rh).abs().max() / rh.abs().max()).item() < FLA_TOL[torch.float32]

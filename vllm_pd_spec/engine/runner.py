@@ -18,7 +18,6 @@ from .outputs import ModelRunnerOutput, SchedulerOutput
 from .transport import PDConnectorWorker
 from ..model.model import ForwardMeta
 from ..model.drafters import SpecModel, load_model
-from ..model.data import MASK
 
 # %% ../../nbs/25_runner.ipynb #c5881263
 def model_config(model:SpecModel, block_size:int=16)->ModelConfig:
@@ -345,5 +344,5 @@ def _propose_dflash(self:ModelRunner, req:CachedRequestState, start:int, num_ver
     if not emit: return []
     sampled_position = start + num_verified  # the sampled token's position
     position_ids, meta = self._meta_for(req, list(range(sampled_position, sampled_position + self.k + 1)), causal=False)
-    input_ids = torch.tensor([req.tokens[sampled_position]] + [MASK] * self.k, device=self.device)
+    input_ids = torch.tensor([req.tokens[sampled_position]] + [self.model.args.mask_token_id] * self.k, device=self.device)
     return target.compute_logits(self.model.dflash(target, input_ids, position_ids, meta, self.cache)[1:]).argmax(-1).tolist()

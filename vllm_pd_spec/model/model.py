@@ -12,8 +12,8 @@ __all__ = ['ModelArgs', 'ForwardMeta', 'slots_for', 'ModelCache', 'RMSNorm', 'ro
 import math, torch
 import torch.nn as nn, torch.nn.functional as F
 from dataclasses import dataclass, field
-from .gdn import gdn_chunked, gdn_recurrent, gdn_triton, triton
-from .data import VOCAB_SIZE
+from .gdn import gdn_chunk, gdn_recurrent, gdn_triton, gdn_backend, triton
+from .data import VOCAB_SIZE, MASK
 
 # %% ../../nbs/22_model.ipynb #03655299
 @dataclass(frozen=True)
@@ -29,6 +29,10 @@ class ModelArgs:
     n_mtp:int=4 # multi-module MTP: modules shipped
     dflash_layers:int=2 # DFlash: drafter layers
     dflash_max_k:int=8 # DFlash: largest block of mask queries trained
+    mask_token_id:int=MASK # DFlash's mask token
+    draft_mlp_hidden:int|None=None # SwiGLU width in the drafters' layers (None: `mlp_hidden`)
+    tie_embeddings:bool=False # LM head = the embedding matrix (no `lm_head` weights)
+    gdn_chunk:int=16 # tokens per chunk of our chunked GDN form in dense (training) forwards
 
 # %% ../../nbs/22_model.ipynb #c4fa0786
 @dataclass
@@ -184,14 +188,15 @@ class Attention(nn.Module):
 # %% ../../nbs/22_model.ipynb #8e4c9e06
 def _run_gdn(q, k, v, g, beta, h0, all_states:bool):
     "One row, [T, H, .] inputs and a [H, K, V] state: `(o, final)` or `(o, states [T, H, K, V])`."
-    if q.is_cuda and triton is not None:
+    backend = gdn_backend(q)  # prefill: fla's chunked kernel on CUDA when installed, else ours
+    if q.is_cuda and triton is not None and (all_states or backend == 'triton'):  # decode rows: our fused recurrent kernel
         cu = torch.tensor([0, q.shape[0]], device=q.device)
         return gdn_triton(q, k, v, g, beta, cu, h0[None], torch.zeros(1, dtype=torch.long, device=q.device),
                           return_all_states=all_states)
     if all_states:
         o, _, hs = gdn_recurrent(q[None], k[None], v[None], g[None], beta[None], initial_state=h0[None], return_all_states=True)
         return o[0], hs[0]
-    o, h = gdn_chunked(q[None], k[None], v[None], g[None], beta[None], initial_state=h0[None])
+    o, h = gdn_chunk(q[None], k[None], v[None], g[None], beta[None], initial_state=h0[None], backend=backend)
     return o[0], h[0]
 
 class GDN(nn.Module):
@@ -199,7 +204,7 @@ class GDN(nn.Module):
     def __init__(self, args:ModelArgs, name:str):
         super().__init__()
         d, H, D = args.d_model, args.n_heads, args.head_dim
-        self.name, self.H, self.D = name, H, D
+        self.name, self.H, self.D, self.chunk = name, H, D, args.gdn_chunk
         self.wq, self.wk, self.wv, self.wz = (nn.Linear(d, H * D, bias=False) for _ in range(4))
         self.wa, self.wb = nn.Linear(d, H, bias=False), nn.Linear(d, H, bias=False)
         self.A_log = nn.Parameter(torch.log(torch.linspace(1, 16, H)))
@@ -221,7 +226,7 @@ class GDN(nn.Module):
 
     def dense(self, x, positions=None, mask=None):
         "x [B, T, d] from a zero state (training and the full-recompute reference)."
-        o, _ = gdn_chunked(*self.inputs(x))
+        o, _ = gdn_chunk(*self.inputs(x), chunk_size=self.chunk)  # fla's kernel on CUDA when installed and usable
         return self.out(o, x)
 
     def paged(self, x, positions, meta:ForwardMeta, cache:ModelCache):
@@ -276,7 +281,9 @@ class HybridLM(nn.Module):
         self.args = args
         self.embed = nn.Embedding(args.vocab_size, args.d_model)
         self.layers = nn.ModuleList(Block(args, kind, f'layers.{i}') for i, kind in enumerate(args.layer_kinds))
-        self.norm, self.lm_head = RMSNorm(args.d_model), nn.Linear(args.d_model, args.vocab_size, bias=False)
+        self.norm = RMSNorm(args.d_model)
+        self.lm_head = None if args.tie_embeddings else nn.Linear(args.d_model, args.vocab_size, bias=False)
+        if args.tie_embeddings: nn.init.normal_(self.embed.weight, std=0.02)  # it is the LM head too: small logits at the start
 
     def attn_layers(self)->list: return [b.mixer.name for b in self.layers if b.kind != 'gdn']
     def gdn_layers(self)->list: return [b.mixer.name for b in self.layers if b.kind == 'gdn']
@@ -301,7 +308,7 @@ class HybridLM(nn.Module):
 
     def compute_logits(self, hidden:torch.Tensor)->torch.Tensor:
         "Logits [..., vocab] from hidden states."
-        return self.lm_head(hidden)
+        return self.lm_head(hidden) if self.lm_head is not None else F.linear(hidden, self.embed.weight)
 
 # %% ../../nbs/22_model.ipynb #98898839
 def make_meta(reqs:list, # per request: dict(block_table=[...], num_computed=int, query_len=int, state_slot=int, is_prefill=bool, num_accepted=int)

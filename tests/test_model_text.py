@@ -1,0 +1,115 @@
+"""The text models: corpus split, tokenizer, shipped weights and cards, the engine serving them (lossless in float64),
+training's smallest configuration on CPU, and on CUDA the fla prefill path against ours."""
+import json, math, pytest, torch
+from vllm_pd_spec.model.corpus import (corpus_files, load_tokenizer, train_tokenizer, token_stream, heldout_prompts,
+                                       encode, decode, EOS_ID, MASK_ID, CORPUS, TOKENIZER)
+from vllm_pd_spec.model.drafters import load_model, MODELS, DATA, SpecModel
+
+TEXT = [n for n in MODELS if n.startswith('text-')]
+
+def test_split_by_file():
+    tr, ho, al = corpus_files('train'), corpus_files('heldout'), corpus_files('all')
+    assert len(tr) + len(ho) == len(al) and not {p for p, _ in tr} & {p for p, _ in ho}
+    assert [p for p, _ in ho] == [p for i, (p, _) in enumerate(al) if i % 10 == 9]
+    with pytest.raises(ValueError, match='split'): corpus_files('test')
+    assert (DATA / 'cpython_LICENSE.txt').exists() and CORPUS.stat().st_size < 2_000_000
+
+def test_tokenizer_round_trip_and_reproducible():
+    tok = load_tokenizer()
+    assert tok.token_to_id('<|endoftext|>') == EOS_ID and tok.token_to_id('<|mask|>') == MASK_ID
+    text = corpus_files('heldout')[1][1][:2000]
+    assert decode(encode(text)) == text and decode(encode(text, 'bytes'), 'bytes') == text
+    again = train_tokenizer([t for _, t in corpus_files('train')])
+    assert json.loads(again.to_str()) == json.loads(TOKENIZER.read_text())
+
+def test_prompts_are_heldout():
+    ps = heldout_prompts(4, 256)
+    assert all(len(p) == 256 for p in ps) and ps == heldout_prompts(4, 256)
+    s = token_stream('heldout')
+    step = (s.numel() - 512) // 4
+    assert ps[2] == s[2 * step:2 * step + 256].tolist()
+
+def test_weights_within_budget():
+    total = sum(p.stat().st_size for p in DATA.glob('*.safetensors'))
+    assert total <= 8 * 1024 * 1024, total
+
+@pytest.mark.parametrize('name', TEXT)
+def test_shipped_model_and_card(name):
+    m = load_model(name)
+    card = json.loads((DATA / f'{MODELS[name]}.json').read_text())
+    assert m.name == name and card['name'] == name and m.args.mask_token_id == MASK_ID and m.args.n_mtp >= 4
+    assert card['training']['params']['total'] == sum(p.numel() for p in m.parameters())
+    kinds = set(m.args.layer_kinds)
+    assert kinds == ({'gdn', 'full_attention'} if name == 'text-hybrid' else {'full_attention'})
+    with pytest.raises(ValueError, match='name'): load_model('text-moe')
+
+def test_same_size_targets():
+    a, b = (load_model(n) for n in TEXT)
+    pa, pb = (sum(p.numel() for p in m.parameters()) for m in (a, b))
+    assert abs(pa - pb) / pa < 0.05
+
+@pytest.mark.parametrize('method', ['mtp', 'eagle', 'dflash'])
+def test_engine_serves_text_model_losslessly(method):
+    from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
+    m = load_model('text-hybrid', torch.float64)
+    prompts = [p[:24] for p in heldout_prompts(2, 64)]
+    plain = LLMEngine(make_config(None, model=m), m, dtype=torch.float64).generate(prompts, 10)
+    eng = LLMEngine(make_config(method, 4, model=m), m, dtype=torch.float64)
+    assert eng.generate(prompts, 10) == plain
+    assert eng.spec_stats.num_drafts > 0
+
+def test_training_smallest_config_cpu():
+    from vllm_pd_spec.model.train_text import train_text, TINY
+    m, rec = train_text('attn', cfg=TINY, log=None)
+    t = [r for r in rec['log'] if r['stage'] == 'target']
+    assert t[-1]['target'] < t[0]['target'] < math.log(m.args.vocab_size) + 1
+
+@pytest.mark.gpu
+def test_engine_fla_prefill_matches_reference():
+    "With fla installed, the engine's CUDA prefill (fla) gives the hidden states of our Triton path within float32 tolerance."
+    from vllm_pd_spec.model.gdn import set_gdn_backend, fla_chunk_gated_delta_rule
+    from vllm_pd_spec.model.model import make_meta
+    from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
+    if fla_chunk_gated_delta_rule is None: pytest.skip('needs fla-core (the fla extra)')
+    m = load_model('text-hybrid', device='cuda')
+    ids = torch.tensor(heldout_prompts(1, 300)[0], device='cuda')
+    hs, outs = {}, {}
+    for b in ('fla', 'triton'):
+        old = set_gdn_backend(b)
+        try:
+            cache = m.make_cache(num_blocks=32, block_size=16)
+            pos, meta = make_meta([dict(block_table=list(range(32)), num_computed=0, query_len=300)], 16, device='cuda')
+            hs[b] = m.target(ids, pos, meta, cache)
+            outs[b] = LLMEngine(make_config('mtp', 4, model=m), m, device='cuda').generate(heldout_prompts(4, 256), 32)
+        finally: set_gdn_backend(old)
+    err = ((hs['fla'] - hs['triton']).abs().max() / hs['triton'].abs().max()).item()
+    same = sum(a == b for a, b in zip(outs['fla'], outs['triton']))
+    print(f'engine prefill, fla vs ours: relative hidden-state error {err:.2e}; {same}/4 greedy outputs identical')
+    assert err < 5e-3
+
+def test_model_cards():
+    from vllm_pd_spec.model.drafters import model_cards
+    cards = {c['name']: c for c in model_cards()}
+    assert set(cards) == set(MODELS)
+    for name in TEXT:
+        c = cards[name]
+        assert {'name', 'params', 'corpus', 'per_position_acceptance', 'zeroed_kv_cost'} <= set(c)
+        assert c['params'] == sum(p.numel() for p in load_model(name).parameters())
+
+@pytest.mark.parametrize('name', TEXT)
+def test_card_gates_consistent(name):
+    "The card's gate verdicts are what `check_gates` says of the card's own figures."
+    from vllm_pd_spec.experiments.model_gates import check_gates, METHODS
+    card = json.loads((DATA / f'{MODELS[name]}.json').read_text())
+    if 'gates' not in card: pytest.skip('gates not measured yet (the gates notebook)')
+    rep = card['gates']['measured']
+    assert card['gates']['passed'] == check_gates(rep)
+    for m in METHODS:
+        pp = rep[m]['per_position']
+        assert len(pp) == rep['k'] and all(1 >= a >= b >= 0 for a, b in zip(pp, pp[1:]))  # cumulative: non-increasing
+        assert rep[m]['mean_acceptance_length'] == pytest.approx(1 + sum(pp))
+
+def test_fla_not_used_without_cuda():
+    from vllm_pd_spec.model.gdn import fla_backward_ok, fla_chunk_gated_delta_rule
+    if torch.cuda.is_available(): pytest.skip('a CUDA machine')
+    assert fla_chunk_gated_delta_rule is None and fla_backward_ok() is False  # fla is imported on CUDA machines only
