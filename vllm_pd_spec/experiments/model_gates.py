@@ -9,6 +9,7 @@ __all__ = ['GATE_LO', 'GATE_HI', 'METHODS', 'next_token_accuracy', 'serve', 'mea
 
 # %% ../../nbs/24b_model_gates.ipynb #d0dea4bd
 import json, math, time, torch
+from ..config import CacheConfig, SchedulerConfig, cdiv
 from ..engine.llm_engine import LLMEngine, make_config
 from ..engine.request import Request
 from ..model.drafters import SpecModel, load_model, MODELS, DATA
@@ -53,8 +54,9 @@ def serve(model:SpecModel, prompts:list, method:str|None, k:int=4, max_tokens:in
           zero_drafter_kv:bool=False, # zero each request's drafter KV at prompt positions after step 2
           dtype=torch.float64)->tuple:
     "`(outputs, all_steps, from_step_4)`: greedy outputs and acceptance over all draft steps and over those verified from step 4."
-    eng = LLMEngine(make_config(method, k, model=model), model, num_blocks=len(prompts) * (-(-(max(map(len, prompts)) + max_tokens + 2 * k) // 16) + 1) + 1,
-                    max_num_batched_tokens=sum(map(len, prompts)) + len(prompts) * (k + 1), max_num_seqs=len(prompts), dtype=dtype)
+    blocks = len(prompts) * (cdiv(max(map(len, prompts)) + max_tokens + 2 * k, 16) + 1) + 1
+    sched = SchedulerConfig(max_num_batched_tokens=sum(map(len, prompts)) + len(prompts) * (k + 1), max_num_seqs=len(prompts))
+    eng = LLMEngine(make_config(method, k, model=model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=blocks)), model, dtype=dtype)
     ids = [f'req-{i}' for i in range(len(prompts))]
     for rid, p in zip(ids, prompts): eng.add_request(Request(rid, p, max_tokens=max_tokens))
     step, base = 0, None
