@@ -34,10 +34,10 @@ def corpus_paths(lib:Path, # a standard library folder, e.g. .../lib/python3.11
     return sorted(r for r in rel if not {'test', 'tests', 'idle_test'} & set(r.split('/')[:-1]))
 
 def build_corpus(lib:Path, # a standard library folder
-                 out:Path=CORPUS # the archive to write
+                 out:Path|None=None # the archive to write (default: the package's corpus file)
                 ):
     "Write the chosen source files of `lib` into an xz-compressed tar, in path order, with fixed metadata."
-    with tarfile.open(out, 'w:xz', preset=9 | lzma.PRESET_EXTREME) as tar:
+    with tarfile.open(out or CORPUS, 'w:xz', preset=9 | lzma.PRESET_EXTREME) as tar:
         for rel in corpus_paths(lib):
             data = (Path(lib) / rel).read_bytes()
             info = tarfile.TarInfo(rel); info.size, info.mtime, info.mode = len(data), 0, 0o644

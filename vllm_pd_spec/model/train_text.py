@@ -144,11 +144,11 @@ def train_text(kind:str='hybrid', tokenizer:str='bpe1024', cfg:TrainConfig=Train
 # %% ../../nbs/24a_text_training.ipynb #07ef4b04
 def save_text_model(m:SpecModel, name:str, # a name in `MODELS`
                     rec:dict, # what `train_text` returned
-                    out:Path=DATA # folder for `<stem>.safetensors` and `<stem>.json`
+                    out:Path|None=None # folder for `<stem>.safetensors` and `<stem>.json` (default: the package's data folder)
                    )->Path:
     "Write the weights (bfloat16) and the model card; returns the weights' path."
     from safetensors.torch import save_file
-    out, stem = Path(out), MODELS[name]
+    out, stem = Path(out or DATA), MODELS[name]
     out.mkdir(parents=True, exist_ok=True)
     sd = {k: v.detach().to('cpu', torch.bfloat16).contiguous() for k, v in m.state_dict().items()}
     save_file(sd, str(out / f'{stem}.safetensors'), metadata=dict(name=name, args=json.dumps(asdict(m.args)), tokenizer=rec['tokenizer']))
