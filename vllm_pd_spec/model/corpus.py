@@ -70,10 +70,11 @@ def train_tokenizer(texts:list, # training texts
     return tok
 
 @lru_cache(maxsize=None)
-def load_tokenizer(path=TOKENIZER):
+def load_tokenizer(path=None # a tokenizer JSON (default: the shipped one)
+                  ):
     "The shipped tokenizer."
     from tokenizers import Tokenizer
-    return Tokenizer.from_file(str(path))
+    return Tokenizer.from_file(str(path or TOKENIZER))
 
 # %% ../../nbs/21a_corpus.ipynb #5c85fab0
 TOKENIZERS = ('bpe1024', 'bytes') # the shipped BPE; plain bytes (id = byte + 2), for a byte-level model
