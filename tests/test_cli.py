@@ -21,6 +21,21 @@ def test_info_json():
     assert d['vllm_pd_spec'] == __version__ and d['torch'] and isinstance(d['cuda'], bool)
     assert 'combine_sampled_and_draft_tokens' in d['fast_paths']
 
+def test_info_json_names_the_shipped_models():
+    "`info --json` lists every shipped model with its card's figures, read from the package's data."
+    from vllm_pd_spec.model.drafters import model_cards, MODELS
+    r = cli('info', '--json')
+    assert r.returncode == 0, r.stderr
+    models = {m['name']: m for m in json.loads(r.stdout)['models']}
+    assert set(models) == set(MODELS) and models == {m['name']: m for m in model_cards()}
+    for name in ('text-attn', 'text-hybrid'):
+        m = models[name]
+        assert m['params'] > 1_000_000 and 'CPython' in m['corpus']
+        assert len(m['per_position_acceptance']) == 4 and set(m['zeroed_kv_cost']) == {'mtp', 'eagle', 'dflash'}
+        assert m['passes_gates'] == all(m['gates_passed'].values())
+    assert models['text-attn']['passes_gates'] is True
+    assert models['tiny-hybrid']['per_position_acceptance'] is None
+
 @pytest.mark.parametrize('args', [['frobnicate'], ['info', '--bogus'], []])
 def test_bad_usage_exits_2_without_traceback(args):
     r = cli(*args)

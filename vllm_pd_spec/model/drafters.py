@@ -9,7 +9,7 @@ __all__ = ['DATA', 'WEIGHTS', 'MODELS', 'DraftLayer', 'MTPDrafter', 'EagleDrafte
            'args_from_json', 'load_model', 'model_cards', 'SpecStats', 'spec_decode']
 
 # %% ../../nbs/23_drafters.ipynb #c24f8349
-import json, torch, torch.nn as nn, torch.nn.functional as F
+import json, math, torch, torch.nn as nn, torch.nn.functional as F
 from pathlib import Path
 from dataclasses import dataclass, field, replace, asdict
 from .model import (ModelArgs, HybridLM, Block, RMSNorm, MLP, Attention, ModelCache, ForwardMeta,
@@ -152,24 +152,32 @@ def load_model(name:str|torch.dtype='tiny-hybrid', # a name in `MODELS` (a dtype
     return m.to(device=device, dtype=dtype).eval()
 
 # %% ../../nbs/23_drafters.ipynb #18e43578
+def _stored_params(path:Path)->int:
+    "Parameters in a safetensors file, counted from its header (no weights are loaded)."
+    from safetensors import safe_open
+    with safe_open(str(path), 'pt') as f: return sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
+
 def model_cards()->list:
-    "Per shipped model: name, params, corpus, tokenizer, MTP `per_position_acceptance`, per-drafter `zeroed_kv_cost` and acceptance length."
+    "Per shipped model: name, params, corpus, tokenizer, MTP `per_position_acceptance`, per-drafter `zeroed_kv_cost`, acceptance length, gates."
     out = []
     for name, stem in MODELS.items():
-        if not (DATA / f'{stem}.safetensors').exists(): continue
-        card = DATA / f'{stem}.json'
+        weights, card = DATA / f'{stem}.safetensors', DATA / f'{stem}.json'
+        if not weights.exists(): continue
+        row = dict(name=name, params=_stored_params(weights), weights_bytes=weights.stat().st_size)
         if not card.exists():  # the Fibonacci fixture: no card, its drafters are always right on its task
-            out.append(dict(name=name, params=sum(p.numel() for p in load_model(name).parameters()),
-                            corpus='synthetic: Fibonacci mod 10 after filler (the task notebook)', tokenizer='32 task symbols',
-                            per_position_acceptance=None, zeroed_kv_cost=None, mean_acceptance_length=None))
+            out.append(row | dict(corpus='synthetic: Fibonacci mod 10 after filler (a unit-test fixture)', tokenizer='32 task symbols',
+                                  per_position_acceptance=None, zeroed_kv_cost=None, mean_acceptance_length=None,
+                                  next_token_accuracy=None, gates_passed=None, passes_gates=None))
             continue
         c = json.loads(card.read_text()); g = c.get('gates', {}).get('measured', {})
         drafters = [m for m in ('mtp', 'eagle', 'dflash') if m in g]
-        out.append(dict(name=name, params=c['training']['params']['total'], corpus=c['corpus']['text'], tokenizer=c['tokenizer'],
-                        per_position_acceptance=g['mtp']['per_position'] if 'mtp' in g else None,
-                        zeroed_kv_cost={m: g[m]['zeroed_kv_cost'] for m in drafters} or None,
-                        mean_acceptance_length={m: g[m]['mean_acceptance_length'] for m in drafters} or None,
-                        next_token_accuracy=g.get('next_token_accuracy'), gates_passed=c.get('gates', {}).get('passed')))
+        passed = c.get('gates', {}).get('passed')
+        out.append(row | dict(corpus=c['corpus']['text'], tokenizer=c['tokenizer'],
+                              per_position_acceptance=g['mtp']['per_position'] if 'mtp' in g else None,
+                              zeroed_kv_cost={m: g[m]['zeroed_kv_cost'] for m in drafters} or None,
+                              mean_acceptance_length={m: g[m]['mean_acceptance_length'] for m in drafters} or None,
+                              next_token_accuracy=g.get('next_token_accuracy'), gates_passed=passed,
+                              passes_gates=all(passed.values()) if passed else None))
     return out
 
 # %% ../../nbs/23_drafters.ipynb #d5c373c0
