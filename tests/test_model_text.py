@@ -113,3 +113,14 @@ def test_fla_not_used_without_cuda():
     from vllm_pd_spec.model.gdn import fla_backward_ok, fla_chunk_gated_delta_rule
     if torch.cuda.is_available(): pytest.skip('a CUDA machine')
     assert fla_chunk_gated_delta_rule is None and fla_backward_ok() is False  # fla is imported on CUDA machines only
+
+def test_heldout_examples_continue_the_prompts():
+    "The text task's requests are the gates' held-out prompts, each with the tokens that follow it in the held-out stream."
+    from vllm_pd_spec.model.data import heldout_examples, prefix_match
+    ex = heldout_examples(5, 64, 16)
+    assert [e.prompt for e in ex] == heldout_prompts(5, 64)
+    s = token_stream('heldout').tolist()
+    for e in ex:
+        i = next(i for i in range(len(s)) if s[i:i + 64] == e.prompt)
+        assert s[i + 64:i + 80] == e.answer and prefix_match(e.answer, e.answer + [0]) == 16
+    with pytest.raises(ValueError, match='answer_len'): heldout_examples(2, 64, 300)
