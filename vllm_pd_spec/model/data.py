@@ -8,12 +8,12 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/task.html.md"""
 __all__ = ['DIGITS', 'FILLER', 'BOS', 'SEP', 'MASK', 'VOCAB_SIZE', 'Example', 'exact_match', 'prefix_match', 'heldout_examples',
            'detok', 'fib_continue', 'make_example', 'make_prompts', 'training_batch']
 
-# %% ../../nbs/21_task.ipynb #7bd62558
+# %% ../../nbs/21_task.ipynb #37409fd3
 import random, torch
 from dataclasses import dataclass
 from .corpus import token_stream, heldout_prompts
 
-# %% ../../nbs/21_task.ipynb #a28bd557
+# %% ../../nbs/21_task.ipynb #5998509e
 @dataclass
 class Example:
     "One prompt and its checkable answer."
@@ -29,7 +29,7 @@ def exact_match(answer:list, # the expected tokens
 
 assert exact_match([1, 2], [1, 2, 9]) and not exact_match([1, 2], [1, 3])
 
-# %% ../../nbs/21_task.ipynb #65dfec9d
+# %% ../../nbs/21_task.ipynb #4d177031
 def prefix_match(answer:list, # the reference tokens
                  output:list # what the engine produced
                 )->int:
@@ -40,7 +40,7 @@ def prefix_match(answer:list, # the reference tokens
 
 assert prefix_match([1, 2, 3], [1, 2, 9, 3]) == 2 and prefix_match([1], []) == 0 and prefix_match([4, 5], [4, 5, 6]) == 2
 
-# %% ../../nbs/21_task.ipynb #bf99437b
+# %% ../../nbs/21_task.ipynb #39217354
 def heldout_examples(n:int, # requests
                      prompt_len:int=256, # prompt tokens
                      answer_len:int=128, # reference tokens after each prompt (at most `reserve`)
@@ -75,7 +75,7 @@ def fib_continue(seq:list, # at least two digits
 
 assert fib_continue([1, 1], 5) == [2, 3, 5, 8, 3]
 
-# %% ../../nbs/21_task.ipynb #6703309f
+# %% ../../nbs/21_task.ipynb #b556f1e9
 def make_example(rng:random.Random, # the source of randomness
                  answer_len:int=8, # terms in the answer
                  filler:tuple=(4, 40), # filler length range (inclusive)

@@ -1,4 +1,4 @@
-"""A tiny decoder mixing full attention (paged KV, addressed by slot mapping) and GDN layers (one recurrent state per request), with vLLM's flat-batch forward.
+"""Two small targets on Python source, a hybrid of attention and GDN layers and an attention-only one of the same size, with vLLM's flat-batch forward: paged KV addressed by slot mapping, one recurrent GDN state per request.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/model.html.md"""
 
