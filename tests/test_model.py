@@ -1,6 +1,7 @@
 """The hybrid model: paged == dense, chunked prefill + decode == full recompute (float64), spec-decode rollback by
 state entry, a misclassified multi-token prompt tail corrupts the next step's GDN state, cache transfer helpers."""
 import pytest, torch
+from vllm_pd_spec.model.gdn import GDN_TOL, gdn_backend, rel_err
 from vllm_pd_spec.model.model import HybridLM, ModelCache, make_meta, slots_for, write_kv
 
 @pytest.fixture(scope='module')
@@ -92,4 +93,6 @@ def test_cuda_forward_matches_float64(model):
     s = torch.randint(0, 30, (9,), generator=torch.Generator().manual_seed(3))
     c = ModelCache(mc.attn_layers(), mc.gdn_layers(), mc.args, num_blocks=32, block_size=4, device='cuda')
     pos, meta = make_meta([dict(block_table=[5, 1, 9], num_computed=0, query_len=9)], 4, device='cuda')
-    assert torch.allclose(mc(s.cuda(), pos, meta, c).double().cpu(), _ref(model, s), atol=1e-4)
+    out, ref = mc(s.cuda(), pos, meta, c), _ref(model, s)
+    path = gdn_backend(out)  # fla when installed, else our Triton kernel: each has its stated float32 tolerance
+    assert rel_err(out, ref) <= GDN_TOL[(path, torch.float32)], (path, rel_err(out, ref))
