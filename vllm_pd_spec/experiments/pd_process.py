@@ -84,7 +84,7 @@ def build_toy_engine(role:str, # 'prefill', 'decode' or 'standalone'
                      num_blocks:int=64, # KV blocks in the pool
                      device:str='cpu', # where the caches live
                     )->LLMEngine:
-    "A toy engine: Engine I's scheduler and `ToyKVRunner`, in an `LLMEngine`."
+    "A toy engine: the scheduler and `ToyKVRunner`, in an `LLMEngine`."
     vllm_config = VllmConfig(model=TOY_MODEL, role=role, cache_config=CacheConfig(num_gpu_blocks=num_blocks))
     return LLMEngine(vllm_config, transport=transport, runner=partial(ToyKVRunner, device=device),
                      kv_cache_config=get_kv_cache_config(vllm_config, drafter_layer_names=TOY_DRAFTER))
@@ -207,7 +207,7 @@ def build_llm_engine(role:str, # 'prefill', 'decode' or 'standalone'
                      num_blocks:int=256, # KV blocks per engine
                      fixes=None, # a `Fixes` (default: all on)
                     )->LLMEngine:
-    "Engine II's `LLMEngine` with the shipped model."
+    "The `LLMEngine` with the shipped model."
     from vllm_pd_spec.config import Fixes
     from vllm_pd_spec.engine.llm_engine import make_config
     from vllm_pd_spec.model.drafters import load_model
