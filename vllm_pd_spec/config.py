@@ -6,11 +6,12 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/config.html.md"""
 
 # %% auto #0
 __all__ = ['METHODS', 'EAGLE_FAMILY', 'LAYER_KINDS', 'ROLES', 'FIX_NAMES', 'ArgTypeError', 'check', 'check_int', 'check_bool',
-           'check_choice', 'SpeculativeConfig', 'LayerSpec', 'ModelConfig', 'kv_role', 'make_kv_transfer_params',
-           'Fixes', 'cdiv', 'SchedulerConfig', 'CacheConfig', 'VllmConfig']
+           'check_choice', 'check_output_path', 'SpeculativeConfig', 'LayerSpec', 'ModelConfig', 'kv_role',
+           'make_kv_transfer_params', 'Fixes', 'cdiv', 'SchedulerConfig', 'CacheConfig', 'VllmConfig']
 
 # %% ../nbs/00_config.ipynb #568441f4
-import numbers
+import numbers, os
+from pathlib import Path
 from dataclasses import dataclass, field, fields, replace
 
 # %% ../nbs/00_config.ipynb #154bcc1a
@@ -62,6 +63,23 @@ def check_choice(name:str, # the argument's name
     check(isinstance(value, (str, int, type(None))) and value in choices, name, value,
           'one of ' + ', '.join(map(str, choices)))
     return value
+
+def check_output_path(name:str, # the argument's name (a command-line flag, e.g. `--json`)
+                      path # where a file will be written
+                     )->Path:
+    "`path` as a `Path` when a file can be written there now; otherwise raise, naming `name`. Nothing is left behind."
+    check(isinstance(path, (str, os.PathLike)), name, path, 'a file path', ArgTypeError)
+    s = os.fspath(path)
+    check(isinstance(s, str) and s.strip() != '' and '\0' not in s, name, path, 'a non-empty file path')
+    p = Path(s)
+    check(not os.path.isdir(p), name, path, 'a file path, not a folder')  # os.path: False (not an error) for a bad name
+    check(os.path.isdir(p.parent), name, path, 'a file in an existing folder')
+    existed = os.path.lexists(p)
+    try: os.close(os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK))  # really open it: permissions
+    # alone say little to root; O_NONBLOCK: a pipe nobody reads is refused (ENXIO) instead of waiting for a reader
+    except OSError as e: raise ValueError(f'{name}={_show(path)} is invalid: cannot write there ({e.strerror})') from None
+    if not existed: p.unlink()
+    return p
 
 # %% ../nbs/00_config.ipynb #7fc1c5be
 METHODS = ('mtp', 'eagle', 'eagle3', 'dflash', 'dspark', 'draft_model', 'ngram')
