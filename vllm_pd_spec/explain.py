@@ -120,6 +120,13 @@ def _numbers(d:dict, spec, model, legacy:bool)->dict:
         out['writes_last_sampled.d_first_step_padded'] = writes(n + k, k + 1, n, 1)
     return out
 
+def _decode_points(B:int, # tokens per KV block
+                   k:int, # draft tokens per step
+                  )->list:
+    "Computed-token counts in `1..B` at which a decode step's writes can spill past its slots: those near a block's edge."
+    w = 2 * k + 3  # a decode step writes 1 + k target positions and at most k + 1 drafter positions past them
+    return list(range(1, B + 1)) if B <= 2 * w else [*range(1, w + 1), *range(B - w, B + 1)]
+
 def _slot_numbers(spec, role:str, p_len:int, remote:int, B:int, legacy:bool)->dict:
     "Fix 4's numbers: lookahead slots, whether they cover the drafter's writes, blocks for an async load."
     p_side, d_side, k = role != 'decode', role in ('pd', 'decode'), spec.num_speculative_tokens if spec else 0
@@ -131,7 +138,7 @@ def _slot_numbers(spec, role:str, p_len:int, remote:int, B:int, legacy:bool)->di
             'effective_lookahead_tokens.first_prefill': step(False) if p_side else None,
             'effective_lookahead_tokens.async_load': step(True) if d_side else None,
             'slots_cover_writes.first_prefill': covers(spec, 0, p_len, B) if p_side and spec else None,
-            'slots_cover_writes.decode': all(covers(spec, c, 1 + k, B) for c in range(1, B + 1)) if spec else None,
+            'slots_cover_writes.decode': all(covers(spec, c, 1 + k, B) for c in _decode_points(B, k)) if spec else None,
             'async_load_block_counts': list(blocks(remote, spec, B)) if d_side and spec else None}
 
 # %% ../nbs/08_explain.ipynb #c4b6bfc6
