@@ -2,7 +2,10 @@
 import os, pytest
 from hypothesis import settings, HealthCheck
 
-# CI runs every property test with at least 1,000 examples; `HYPOTHESIS_PROFILE=dev` for quick local runs.
+# `make test` runs every property test it collects with the profile's 1,000 examples (the state machine included: it
+# asserts it got them). Only tests that `make test` skips set a smaller count, beside them: those marked gpu (`make
+# gpu-test`) and the Triton-interpreter comparisons with vLLM's own kernels (`make test-vllm`, KERNEL_TEST_EXAMPLES).
+# `HYPOTHESIS_PROFILE=dev` for quick local runs.
 settings.register_profile('ci', max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile('dev', max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get('HYPOTHESIS_PROFILE', 'ci'))

@@ -36,8 +36,10 @@ def test_info_json_names_the_shipped_models():
     assert models['text-attn']['passes_gates'] is True
     assert models['tiny-hybrid']['per_position_acceptance'] is None
 
-@pytest.mark.parametrize('args', [['frobnicate'], ['info', '--bogus'], []])
-def test_bad_usage_exits_2_without_traceback(args):
+@pytest.mark.parametrize('args', [['frobnicate'], ['info', '--bogus'], [], ['explain', '--block-size', '100000000'],
+                                  ['reproduce', '--json', '/nonexistent/dir/x.json'], ['bench', 'kernel', '--batches', '-5']])
+def test_bad_usage_exits_2_with_one_line(args):
+    "As a user runs it: exit 2, one line on stderr that starts with the program's name, no traceback, nothing on stdout."
     r = cli(*args)
-    assert r.returncode == 2
-    assert r.stderr.startswith('usage: vllm-pd-spec') and 'Traceback' not in r.stderr
+    assert r.returncode == 2 and r.stdout == ''
+    assert r.stderr.startswith('vllm-pd-spec') and r.stderr.count('\n') == 1 and 'Traceback' not in r.stderr, r.stderr

@@ -77,3 +77,50 @@ def test_scheduler_and_cache_limits_validated(mk, field):
 @given(st.integers(0, 10_000), st.integers(1, 64))
 def test_cdiv(a, b):
     assert cdiv(a, b) * b >= a > (cdiv(a, b) - 1) * b or a == 0 == cdiv(a, b)
+
+# --- validation: the helpers every module uses, and the config's own fields
+@pytest.mark.parametrize('name', FIX_NAMES)
+@pytest.mark.parametrize('bad', [None, 0, 1, 'no', 'off', [], 0.0])
+def test_fixes_take_only_bools(name, bad):
+    with pytest.raises(TypeError, match=f'^{name}='): Fixes(**{name: bad})
+
+@pytest.mark.parametrize('mk,field', [(lambda: SchedulerConfig(enable_chunked_prefill='no'), 'enable_chunked_prefill'),
+                                      (lambda: SchedulerConfig(pad_spec_decode=None), 'pad_spec_decode'),
+                                      (lambda: CacheConfig(enable_prefix_caching=1), 'enable_prefix_caching'),
+                                      (lambda: make_kv_transfer_params(do_remote_prefill='no'), 'do_remote_prefill'),
+                                      (lambda: SpeculativeConfig('mtp', '3'), 'num_speculative_tokens'),
+                                      (lambda: SpeculativeConfig(['mtp'], 3), 'method'),
+                                      (lambda: ModelConfig(LayerSpec('gdn')), 'layers'),
+                                      (lambda: ModelConfig((LayerSpec('gdn'),), block_size=16.0), 'block_size'),
+                                      (lambda: VllmConfig(fixes=None), 'fixes'),
+                                      (lambda: VllmConfig(speculative_config='mtp'), 'speculative_config'),
+                                      (lambda: cdiv(10, 0), 'b'), (lambda: cdiv(-1, 4), 'a'), (lambda: cdiv(3.5, 4), 'a')])
+def test_bad_types_and_values_name_the_field(mk, field):
+    "Every bad value raises a ValueError (a wrong type: `ArgTypeError`, a TypeError too) whose message starts with the field."
+    with pytest.raises(ValueError, match=f'^{field}=') as e: mk()
+    assert '\n' not in str(e.value) and len(str(e.value)) < 300
+
+def test_has_mamba_style_flags_refuse_truthy_strings():
+    with pytest.raises(TypeError, match="^has_mamba='no' is invalid"): check_bool('has_mamba', 'no')
+    assert check_bool('has_mamba', True) is True and check_bool('has_mamba', False) is False
+
+values = st.one_of(st.integers(), st.booleans(), st.none(), st.floats(allow_nan=True), st.text(max_size=5),
+                   st.lists(st.integers(), max_size=2))
+
+@given(values, st.one_of(st.none(), st.integers(-5, 5)), st.one_of(st.none(), st.integers(-5, 5)))
+def test_check_int_accepts_exactly_the_integers_in_range(v, lo, hi):
+    ok = isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo) and (hi is None or v <= hi)
+    try: assert check_int('n', v, lo, hi) == v and ok
+    except ArgTypeError as e: assert not isinstance(v, int) or isinstance(v, bool); assert str(e).startswith('n=')
+    except ValueError as e: assert not ok and isinstance(v, int) and str(e).startswith('n=')
+
+@given(values)
+def test_check_bool_and_choice(v):
+    try: assert check_bool('flag', v) is v and isinstance(v, bool)
+    except TypeError as e: assert not isinstance(v, bool) and isinstance(e, ValueError)
+    try: assert check_choice('role', v, ROLES) in ROLES
+    except ValueError as e: assert v not in ROLES and str(e).startswith('role=')
+
+def test_long_values_are_cut_in_messages():
+    with pytest.raises(ValueError) as e: check_int('n', list(range(10_000)), 0)
+    assert len(str(e.value)) < 200

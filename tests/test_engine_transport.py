@@ -96,3 +96,203 @@ def test_scheduler_recomputes_a_corrupted_load_and_counts_it():
     assert W['decode'].failures == [('r', 'checksum')] and S['decode'].num_recomputed_loads == 1
     assert S['prefill'].num_recomputed_loads == 0 and len(toks) == 3
     assert all(s.kv_cache_manager.get_num_free_blocks() == 31 for s in S.values())
+
+
+# --- Faults a peer (or a broken worker) can cause: each is survived, nothing is freed twice or held forever.
+from vllm_pd_spec.config import LayerSpec, ModelConfig, VllmConfig, CacheConfig, make_kv_transfer_params
+from vllm_pd_spec.engine.request import Request, RequestStatus
+from vllm_pd_spec.engine.scheduler import Scheduler, toy_runner_output
+from vllm_pd_spec.engine.outputs import KVConnectorOutput
+
+NUM_BLOCKS = 32
+
+class Clock:
+    "A clock the test moves by hand, for leases and deadlines."
+    def __init__(self): self.t = 0.0
+    def __call__(self): return self.t
+
+class Pair:
+    "A P and a D scheduler over one transport, each with a worker on numpy caches; the toy runner samples."
+    def __init__(self, transport=None):
+        model = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=4)
+        self.t = transport or LocalTransport(clock=Clock())
+        self.S = {r: Scheduler(VllmConfig(model=model, role=r, cache_config=CacheConfig(num_gpu_blocks=NUM_BLOCKS)))
+                  for r in ('prefill', 'decode')}
+        groups = {n: i for i, g in enumerate(self.S['decode'].kv_cache_config.kv_cache_groups) for n in g.layer_names}
+        self.W = {r: PDConnectorWorker(f'{r}-0', self.t) for r in self.S}
+        for w in self.W.values(): w.register_kv_caches({n: np.zeros((NUM_BLOCKS, 4, 2)) for n in groups}, groups)
+        self.prompt, self.toks = list(range(1, 12)), []
+
+    def step(self, r, extra=None):
+        "One step of `r`; `extra` (a `KVConnectorOutput`) is merged into what the worker reports."
+        s, w = self.S[r], self.W[r]
+        so = s.schedule(); w.start_load_kv(so.kv_connector_metadata)
+        k = w.get_finished()
+        if extra is not None:
+            k = KVConnectorOutput(k.finished_sending | extra.finished_sending, k.finished_recving | extra.finished_recving,
+                                  k.failed_recving | extra.failed_recving)
+        outs = s.update_from_output(so, toy_runner_output(s, so, kv_connector_output=k))
+        if r == 'decode': self.toks += [t for o in outs for t in o.new_token_ids]
+        return outs
+
+    def prefill(self, rid='r'):
+        "P prefills `rid`; returns the `kv_transfer_params` D gets."
+        self.S['prefill'].add_request(Request(rid, self.prompt, max_tokens=1,
+                                              kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
+        (out,) = self.step('prefill')
+        return dict(out.kv_transfer_params)
+
+    def run(self, steps=30):
+        for _ in range(steps):
+            if not (self.S['decode'].has_requests() or self.S['prefill'].has_requests()): return
+            self.step('decode'); self.step('prefill')
+        raise AssertionError('the pair did not drain')
+
+    def assert_clean(self):
+        "Both pools full, no request left, nothing held by the transport or waiting in the scheduler's sets."
+        for s in self.S.values():
+            assert s.kv_cache_manager.get_num_free_blocks() == NUM_BLOCKS - 1 and not s.requests
+            assert not s.finished_recving_kv_req_ids and not s.running and not s.waiting
+        assert not any(self.t.in_use().values()), self.t.in_use()
+
+def test_short_remote_list_fails_the_load_and_d_recomputes():
+    "P's params cover fewer tokens (and blocks) than D maps: the load fails before a byte moves; D recomputes; P frees."
+    pair = Pair()
+    params = pair.prefill()
+    params['remote_num_tokens'] -= 4; params['remote_block_ids'] = tuple(g[:-1] for g in params['remote_block_ids'])
+    pair.S['decode'].add_request(Request('r', pair.prompt, max_tokens=3, kv_transfer_params=params))
+    pair.run()
+    assert pair.W['decode'].failures == [('r', 'short_remote')] and pair.W['decode'].records == []
+    assert pair.S['decode'].num_recomputed_loads == 1 and len(pair.toks) == 3 and pair.t.stats['fault_short_remote'] == 1
+    pair.assert_clean()
+
+@pytest.mark.parametrize('cut', ['tokens', 'blocks', 'groups'])
+def test_short_remote_is_refused_without_truncating(cut):
+    "Worker and transport each refuse a plan whose remote side is shorter: no zip silently drops the tail."
+    t = LocalTransport()
+    (pk, groups), (dk, _) = caches('numpy', seed=1), caches('numpy', seed=2)
+    P, D = PDConnectorWorker('P', t), PDConnectorWorker('D', t)
+    P.register_kv_caches(pk, groups); D.register_kv_caches(dk, groups)
+    P.start_load_kv(PDConnectorMetadata(reqs_to_send={'r': ([1, 2], [3])}))
+    local, remote, n = ([4, 5], [6]), ([1, 2], [3]), 8
+    if cut == 'blocks': remote = ([1], [3])
+    if cut == 'groups': remote = ([1, 2],)
+    D.start_load_kv(PDConnectorMetadata(reqs_to_recv={'r': ReqMeta('r', local, remote, 'P', 'r', n, 4 if cut == 'tokens' else n)}))
+    assert D.get_finished().failed_recving == {'r'} and D.failures == [('r', 'short_remote')]
+    assert (dk['mtp.0'][5] != pk['mtp.0'][2]).all()  # nothing was copied
+    assert P.get_finished().finished_sending == {'r'} and not any(t.in_use().values())
+    if cut != 'tokens':  # the transport refuses it too, called directly
+        t.send_blocks('P', 'q', ([1, 2], [3]))
+        assert t.read_blocks('D', 'q', local, 'P', 'q', remote).error == 'short_remote'
+
+def test_read_of_an_unpublished_block_fails_cleanly():
+    "D asks for a block P never published: a failed read, not an AssertionError out of start_load_kv; P is released once."
+    t = LocalTransport()
+    (pk, groups), (dk, _) = caches('numpy', seed=1), caches('numpy', seed=2)
+    P, D = PDConnectorWorker('P', t), PDConnectorWorker('D', t)
+    P.register_kv_caches(pk, groups); D.register_kv_caches(dk, groups)
+    P.start_load_kv(PDConnectorMetadata(reqs_to_send={'r': ([1, 2], [3])}))
+    D.start_load_kv(PDConnectorMetadata(reqs_to_recv={'r': ReqMeta('r', ([4, 5], [6]), ([1, 7], [3]), 'P', 'r', 8)}))
+    out = D.get_finished()
+    assert out.failed_recving == {'r'} and D.failures == [('r', 'unpublished_block')] and D.records == []
+    assert P.get_finished().finished_sending == {'r'} and P.get_finished().finished_sending == set()  # once
+    assert not any(t.in_use().values())
+    # a later publication under the same id is read normally: no stale claim frees it first
+    P.start_load_kv(PDConnectorMetadata(reqs_to_send={'r': ([1, 2], [3])}))
+    D.start_load_kv(PDConnectorMetadata(reqs_to_recv={'r': ReqMeta('r', ([4, 5], [6]), ([1, 2], [3]), 'P', 'r', 8)}))
+    assert D.get_finished().finished_recving == {'r'} and P.get_finished().finished_sending == {'r'}
+
+def test_d_abort_before_scheduling_releases_p_blocks_by_lease():
+    "D aborts the request before it ever schedules it: no read comes; P's lease releases the blocks (not before)."
+    pair = Pair()
+    params = pair.prefill()
+    pair.S['decode'].add_request(Request('r', pair.prompt, max_tokens=3, kv_transfer_params=params))
+    pair.S['decode'].finish_requests('r')
+    for _ in range(3): pair.step('prefill')
+    assert pair.S['prefill'].requests and pair.t.in_use()['published'] == 1  # held: the lease has not run out
+    pair.t.clock.t += pair.t.lease_s + 1
+    pair.step('prefill')
+    assert pair.t.stats['lease_expired'] == 1
+    pair.assert_clean()
+
+def test_read_deadline_and_claim_expire():
+    "A publication that never comes fails D's read at its deadline; the claim it leaves on P expires with the lease."
+    clock = Clock(); t = LocalTransport(timeout_s=5, lease_s=10, clock=clock)
+    (pk, groups), (dk, _) = caches('numpy', seed=1), caches('numpy', seed=2)
+    t.register_kv_caches('P', pk, groups); t.register_kv_caches('D', dk, groups)
+    assert t.read_blocks('D', 'r', ([4], [5]), 'P', 'r', ([1], [2])) is None
+    clock.t = 6
+    assert t.read_blocks('D', 'r', ([4], [5]), 'P', 'r', ([1], [2])).error == 'timeout' and t.in_use()['claims'] == 1
+    clock.t = 20; t.get_notifs('P')
+    assert not any(t.in_use().values())
+
+def test_spurious_finished_sending_for_a_running_request_is_ignored():
+    "A notice that P's blocks were sent, for a request still running (or one already freed): counted, nothing freed."
+    s = Scheduler(VllmConfig(role='prefill', cache_config=CacheConfig(num_gpu_blocks=NUM_BLOCKS)))
+    s.add_request(Request('run', list(range(20)), max_tokens=4))  # a local request, still running after one step
+    so = s.schedule(); s.update_from_output(so, toy_runner_output(s, so))
+    held = s.kv_cache_manager.get_num_free_blocks()
+    for _ in range(4):
+        so = s.schedule()  # upstream asserts here; the legacy form freed the request and raised KeyError on the next step
+        s.update_from_output(so, toy_runner_output(s, so, kv_connector_output=KVConnectorOutput(finished_sending={'run', 'nobody'})))
+        if not s.requests: break
+        assert s.kv_cache_manager.get_num_free_blocks() <= held
+    assert s.num_ignored_kv_notices >= 2 and not s.requests and s.kv_cache_manager.get_num_free_blocks() == NUM_BLOCKS - 1
+
+def test_duplicate_finished_sending_frees_once():
+    pair = Pair()
+    pair.prefill()
+    for _ in range(3): pair.step('prefill', KVConnectorOutput(finished_sending={'r'}))  # the real one, then repeats
+    assert pair.S['prefill'].num_ignored_kv_notices == 2 and pair.t.in_use()['published'] == 1
+    pair.t.clock.t += pair.t.lease_s + 1; pair.step('prefill')  # the lease releases the publication; P frees nothing again
+    assert pair.S['prefill'].num_ignored_kv_notices == 3
+    pair.assert_clean()
+
+def test_duplicate_finished_recving_does_not_linger():
+    "The load's notice comes again after the request runs: it is ignored, not kept in `finished_recving_kv_req_ids`."
+    pair = Pair()
+    pair.S['decode'].add_request(Request('r', pair.prompt, max_tokens=3, kv_transfer_params=pair.prefill()))
+    pair.step('decode'); pair.step('prefill'); pair.step('decode'); pair.step('decode')  # D loads, then runs
+    assert pair.S['decode'].requests['r'].status == RequestStatus.RUNNING
+    pair.step('decode', KVConnectorOutput(finished_recving={'r'}, failed_recving={'r'}))  # repeated, and a late failure
+    assert not pair.S['decode'].finished_recving_kv_req_ids and pair.S['decode'].num_ignored_kv_notices == 2
+    pair.run()
+    assert len(pair.toks) == 3 and pair.S['decode'].num_recomputed_loads == 0
+    pair.assert_clean()
+
+def test_notices_for_the_wrong_role_are_ignored():
+    s = Scheduler(VllmConfig(role='decode', cache_config=CacheConfig(num_gpu_blocks=NUM_BLOCKS)))
+    s.add_request(Request('x', list(range(8)), max_tokens=2))
+    s.finish_requests('x')
+    so = s.schedule()
+    s.update_from_output(so, toy_runner_output(s, so, kv_connector_output=KVConnectorOutput(finished_sending={'x'})))
+    assert s.num_ignored_kv_notices == 1 and s.kv_cache_manager.get_num_free_blocks() == NUM_BLOCKS - 1
+
+
+# --- The NIXL wire format (msgpack with explicit fields), checked without an agent
+from hypothesis import given, strategies as st
+from vllm_pd_spec.engine.nixl_transport import WireError, decode_notice, decode_pub, decode_metadata, encode_pub, encode_metadata
+
+def test_wire_round_trip():
+    raw = encode_pub('r', 'p0', {('a.0', 3): 'ff'}, 1, [('s', 8, 16, 'bfloat16', (2, 4), True)], ('ee',))
+    d = decode_pub(raw, slot_bytes=64)
+    assert d['digests'] == {('a.0', 3): 'ff'} and d['slot'] == 1 and d['layout'] == [('s', 8, 16, 'bfloat16', (2, 4), True)]
+    md = decode_metadata(encode_metadata('p0', b'agent', b'descs', {'a.0': 0}, {'a.0': 64}))
+    assert md['engine_id'] == 'p0' and md['agent'] == b'agent'
+
+@given(st.binary(max_size=200))
+def test_any_bytes_decode_or_raise_wire_error(raw):
+    "Whatever a peer sends, decoding ends in a checked dict or a `WireError` (a ValueError), never another exception."
+    for tag in (b'pub', b'done', b''):
+        for decode in (lambda r: decode_pub(r, 1 << 20), decode_notice, decode_metadata):
+            try: decode(tag + raw)
+            except WireError: pass
+
+@given(st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.text(max_size=5) | st.binary(max_size=5),
+                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=20))
+def test_any_msgpack_value_decodes_or_raises_wire_error(value):
+    import msgpack
+    for raw in (b'pub' + msgpack.packb(value), b'pub' + msgpack.packb({'v': 1, 'x': value}), msgpack.packb(value)):
+        for decode in (lambda r: decode_pub(r, 1 << 20), decode_metadata):
+            try: decode(raw)
+            except WireError: pass

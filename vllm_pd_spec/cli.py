@@ -73,11 +73,16 @@ def run_info(args)->int:
     return 0
 
 # %% ../nbs/90_cli.ipynb #0f18eada
+class _Parser(argparse.ArgumentParser):
+    "argparse, with errors as one line (`prog: error: message`) and exit status 2."
+    def error(self, message:str):
+        self.exit(2, f'{self.prog}: error: {" ".join(message.split())}\n')
+
 def _parser(argv:list=())->argparse.ArgumentParser:
     "The parser; only the command named in `argv` has its module imported for its options."
     wanted = next((a for a in argv if not a.startswith('-')), None)
-    p = argparse.ArgumentParser(prog='vllm-pd-spec', description='P/D disaggregation x speculative decoding: '
-                                'the six fixes, their contracts, experiments and an audit of your vLLM.')
+    p = _Parser(prog='vllm-pd-spec', description='P/D disaggregation x speculative decoding: '
+                'the six fixes, their contracts, experiments and an audit of your vLLM.')
     p.add_argument('--version', action='version', version=f'vllm-pd-spec {__version__}')
     sub = p.add_subparsers(dest='command', metavar='COMMAND', required=True)
     for name, (mod, hlp) in COMMANDS.items():
@@ -89,10 +94,14 @@ def _parser(argv:list=())->argparse.ArgumentParser:
 # %% ../nbs/90_cli.ipynb #e0ee7a50
 def main(argv:list|None=None # arguments, default `sys.argv[1:]`
         )->int:
-    "Run `vllm-pd-spec`; returns the exit code."
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = _parser(argv).parse_args(argv)
+    "Run `vllm-pd-spec`; returns the exit code (2 and one line on stderr for any bad input)."
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    try: args = _parser(argv).parse_args(argv)
+    except SystemExit as e: return e.code if isinstance(e.code, int) else 0 if e.code is None else 2  # --help, --version, errors
     try: return getattr(importlib.import_module(args._mod), f'run_{args.command}')(args) or 0
     except ValueError as e:
-        print(f'vllm-pd-spec {args.command}: error: {e}', file=sys.stderr)
+        print(f'vllm-pd-spec {args.command}: error: {" ".join(str(e).split())}', file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f'vllm-pd-spec {args.command}: interrupted', file=sys.stderr)
+        return 130

@@ -11,6 +11,7 @@ __all__ = ['INSTALL_HINT', 'saved_versions', 'saved_audit', 'compare', 'vllm_ver
 # %% ../../nbs/07_audit.ipynb #fde7a48c
 import argparse, importlib, importlib.metadata as md, importlib.resources, json, os, sys, time
 from pathlib import Path
+from ..config import check_output_path
 from .harness import Finding, registered_probes
 
 # %% ../../nbs/07_audit.ipynb #f83cc182
@@ -102,13 +103,14 @@ def import_vllm()->str|None:
     except Exception as e: return f'{type(e).__name__}: {e}'
 
 def add_audit_args(p:argparse.ArgumentParser):
-    p.add_argument('--json', metavar='PATH', help='also write the findings as JSON to PATH')
+    p.add_argument('--json', metavar='PATH', help='also write the findings as JSON to PATH (checked before the audit runs)')
     p.add_argument('--markdown', action='store_true', help='print a Markdown table instead of text')
     p.add_argument('--with-plugin', action='store_true',
                    help='apply the vllm_pd_spec.plugin connector patches first (as VLLM_PD_SPEC_PLUGIN=1 does)')
 
 def run_audit(args)->int:
     "Audit the installed vLLM: print the table (and write JSON); 0 when it ran, 2 without vLLM, 3 when the plugin refused."
+    if getattr(args, 'json', None) is not None: check_output_path('--json', args.json)  # before the audit's minutes
     err = import_vllm()
     if err:
         print(INSTALL_HINT.format(err=err), file=sys.stderr); return 2
@@ -122,7 +124,6 @@ def run_audit(args)->int:
     findings = audit()
     print(f'{title}: {len(findings)} findings in {time.time() - t0:.0f}s')
     print(markdown_table(findings) if args.markdown else table(findings))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    if args.json is not None:
         Path(args.json).write_text(json.dumps([f.as_dict() for f in findings], indent=1) + '\n')
     return 0

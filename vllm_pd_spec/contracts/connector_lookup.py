@@ -9,12 +9,15 @@ __all__ = ['SOURCES', 'plain_hit', 'connector_path_hit', 'uses_connector_path', 
            'mamba_checkpoint_position', 'next_turn_hit']
 
 # %% ../../nbs/09d_connector_lookup.ipynb #36b2d47e
+from ..config import ArgTypeError, check, check_bool, check_int, _is_int
 from .draft_groups import needs_block_drop, legacy_needs_block_drop
 
 # %% ../../nbs/09d_connector_lookup.ipynb #e99ed3c5
 def _check(fa_hit, state_boundaries, max_len):
-    if not 0 <= fa_hit <= max_len: raise ValueError(f'fa_hit must lie in [0, max_len={max_len}], got {fa_hit}')
-    if any(b <= 0 for b in state_boundaries): raise ValueError('state_boundaries must be positive token positions')
+    check_int('max_len', max_len, 0); check_int('fa_hit', fa_hit, 0, max_len)
+    check(isinstance(state_boundaries, (set, frozenset, list, tuple, range)), 'state_boundaries', state_boundaries,
+          'a set of token positions', ArgTypeError)
+    check(all(_is_int(b) and b > 0 for b in state_boundaries), 'state_boundaries', state_boundaries, 'positive token positions')
 
 def plain_hit(fa_hit:int, # the full-attention group's own hit, in tokens
               state_boundaries, # positions where a recurrent state is cached
@@ -39,12 +42,14 @@ def uses_connector_path(connector_attached:bool, # a KV connector is configured
                         restores_state:bool # it restores a lagging recurrent state (`supports_divergent_local_hybrid_hits`)
                        )->bool:
     "0.33.0's `Scheduler._get_local_prefix_cache_hit`: the per-group path only for a connector that restores state."
+    check_bool('connector_attached', connector_attached); check_bool('restores_state', restores_state)
     return connector_attached and restores_state
 
 def legacy_uses_connector_path(connector_attached:bool, # a KV connector is configured
                                restores_state:bool # ignored by the legacy rule
                               )->bool:
     "0.27.1's `Scheduler.schedule`: the per-group path for any attached connector."
+    check_bool('connector_attached', connector_attached); check_bool('restores_state', restores_state)
     return connector_attached
 
 def resume_boundary(fa_hit:int, # the full-attention group's own hit
@@ -57,7 +62,8 @@ def resume_boundary(fa_hit:int, # the full-attention group's own hit
                     reconcile_when_empty:bool=True # fall back to the plain path when nothing loads (both releases)
                    )->tuple:
     "`(boundary, state_valid)`: where the request resumes, and whether a recurrent state exists there."
-    if num_external < 0: raise ValueError(f'num_external must be >= 0, got {num_external}')
+    check_int('num_external', num_external, 0)
+    check_bool('fixed', fixed); check_bool('reconcile_when_empty', reconcile_when_empty)
     path = uses_connector_path if fixed else legacy_uses_connector_path
     if path(connector_attached, restores_state):
         local, diverged = connector_path_hit(fa_hit, state_boundaries, max_len)
@@ -72,7 +78,7 @@ def mamba_checkpoint_position(num_tokens:int, # the prompt's tokens
                               drop:bool # the last-block drop applies
                              )->int:
     "Where the prefill leaves a cached recurrent state (0.33.0's `get_mamba_prefill_checkpoint_position`)."
-    if num_tokens < 0 or block_size < 1: raise ValueError('num_tokens >= 0 and block_size >= 1')
+    check_int('num_tokens', num_tokens, 0); check_int('block_size', block_size, 1); check_bool('drop', drop)
     limit = num_tokens if drop else num_tokens - 1
     return max(limit // block_size * block_size - (block_size if drop else 0), 0)
 
@@ -82,6 +88,7 @@ def next_turn_hit(prompt_len:int, # the first turn's prompt
                   fixed:bool=True # the drop by `needs_block_drop` (fixed) or by `use_eagle()` (legacy)
                  )->int:
     "Prefix-cache hit of the next turn of the conversation, from the first turn's prefill."
+    check_int('prompt_len', prompt_len, 0); check_int('block_size', block_size, 1); check_bool('fixed', fixed)
     drop = (needs_block_drop if fixed else legacy_needs_block_drop)(method)
     return mamba_checkpoint_position(prompt_len, block_size, drop)
 

@@ -11,11 +11,11 @@ __all__ = ['SOURCES', 'STORE_FORMS', 'ASSERTION', 'connector_num_tokens', 'legac
 
 # %% ../../nbs/09c_draft_accounting.ipynb #bd325172
 from dataclasses import dataclass, field
+from ..config import ArgTypeError, check, check_bool, check_choice, check_int
 
 # %% ../../nbs/09c_draft_accounting.ipynb #8820c0d8
 def _nonneg(**kw):
-    for k, v in kw.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0: raise ValueError(f'{k} must be an int >= 0, got {v!r}')
+    for k, v in kw.items(): check_int(k, v, 0)
 
 def connector_num_tokens(num_computed:int, # `request.num_computed_tokens` before the step
                          num_scheduled:int, # `scheduler_output.num_scheduled_tokens[req]`
@@ -23,7 +23,7 @@ def connector_num_tokens(num_computed:int, # `request.num_computed_tokens` befor
                         )->int:
     "Tokens whose KV exists after the step: computed + scheduled - scheduled draft tokens."
     _nonneg(num_computed=num_computed, num_scheduled=num_scheduled, num_scheduled_spec=num_scheduled_spec)
-    if num_scheduled_spec > num_scheduled: raise ValueError('num_scheduled_spec must not exceed num_scheduled')
+    check(num_scheduled_spec <= num_scheduled, 'num_scheduled_spec', num_scheduled_spec, f'at most num_scheduled={num_scheduled}')
     return num_computed + num_scheduled - num_scheduled_spec
 
 def legacy_connector_num_tokens(num_computed:int, # `request.num_computed_tokens` before the step
@@ -40,8 +40,7 @@ def storable_blocks(num_tokens:int, # the connector's count of tokens
                     num_hashed_blocks:int # `len(request.block_hashes)` when the metadata is built
                    )->int:
     "Leading blocks a step may store: whole blocks of `num_tokens`, never past the hashed blocks."
-    _nonneg(num_tokens=num_tokens, num_hashed_blocks=num_hashed_blocks)
-    if block_size < 1: raise ValueError(f'block_size must be >= 1, got {block_size!r}')
+    _nonneg(num_tokens=num_tokens, num_hashed_blocks=num_hashed_blocks); check_int('block_size', block_size, 1)
     return min(num_tokens // block_size, num_hashed_blocks)
 
 def legacy_storable_blocks(num_tokens:int, # the connector's count of tokens
@@ -49,8 +48,7 @@ def legacy_storable_blocks(num_tokens:int, # the connector's count of tokens
                            num_hashed_blocks:int # ignored by the legacy form
                           )->int:
     "Before the clamp: whole blocks of the count, hashes or not."
-    _nonneg(num_tokens=num_tokens, num_hashed_blocks=num_hashed_blocks)
-    if block_size < 1: raise ValueError(f'block_size must be >= 1, got {block_size!r}')
+    _nonneg(num_tokens=num_tokens, num_hashed_blocks=num_hashed_blocks); check_int('block_size', block_size, 1)
     return num_tokens // block_size
 
 # %% ../../nbs/09c_draft_accounting.ipynb #aede3eb0
@@ -58,21 +56,21 @@ def lookup_hit_blocks(num_cached_blocks:int, # leading blocks of the prompt pres
                       drop:bool # the method takes EAGLE's last-block drop
                      )->int:
     "Blocks the lookup reports as a hit: the cached run, minus the volatile last block under the drop."
-    _nonneg(num_cached_blocks=num_cached_blocks)
+    _nonneg(num_cached_blocks=num_cached_blocks); check_bool('drop', drop)
     return max(num_cached_blocks - 1, 0) if drop else num_cached_blocks
 
 def load_blocks(hit_blocks:int, # blocks the lookup reported (already pruned)
                 drop:bool # the method takes EAGLE's last-block drop
                )->int:
     "Blocks the load mask writes: the whole reported hit (the prune is applied once, by the lookup)."
-    _nonneg(hit_blocks=hit_blocks)
+    _nonneg(hit_blocks=hit_blocks); check_bool('drop', drop)
     return hit_blocks
 
 def legacy_load_blocks(hit_blocks:int, # blocks the lookup reported (already pruned)
                        drop:bool # the method takes EAGLE's last-block drop
                       )->int:
     "Before #43516: the load mask prunes the hit again."
-    _nonneg(hit_blocks=hit_blocks)
+    _nonneg(hit_blocks=hit_blocks); check_bool('drop', drop)
     return max(hit_blocks - 1, 0) if drop else hit_blocks
 
 # %% ../../nbs/09c_draft_accounting.ipynb #c52aeeda
@@ -96,6 +94,9 @@ class Step:
     num_scheduled_spec:int # draft tokens among them (placeholders included)
     num_tokens:int # tokens the request holds (`request.num_tokens`: prompt, and outputs sampled so far)
     num_hashed_blocks:int # `len(request.block_hashes)`
+    def __post_init__(self):
+        for name in ('num_computed', 'num_scheduled', 'num_scheduled_spec', 'num_tokens', 'num_hashed_blocks'):
+            check_int(name, getattr(self, name), 0)
 
 def request_steps(prompt_len:int, # prompt tokens
                   block_size:int, # tokens per block (the hash block)
@@ -106,10 +107,11 @@ def request_steps(prompt_len:int, # prompt tokens
                   pad_first:bool=False # pad a one-token first step with `k` placeholder drafts
                  )->list:
     "The `Step`s of one request under synchronous scheduling."
-    _nonneg(prompt_len=prompt_len, k=k, first_computed=first_computed)
-    if prompt_len < 1 or chunk < 1 or block_size < 1: raise ValueError('prompt_len, chunk and block_size must be >= 1')
-    if first_computed >= prompt_len: raise ValueError('first_computed must leave at least one prompt token')
-    if any(a < 0 or a > k for a in accepted): raise ValueError(f'accepted counts must lie in [0, k={k}]')
+    _nonneg(k=k); check_int('prompt_len', prompt_len, 1); check_int('chunk', chunk, 1); check_int('block_size', block_size, 1)
+    check_int('first_computed', first_computed, 0, prompt_len - 1)  # at least one prompt token is left
+    check(isinstance(accepted, (list, tuple)), 'accepted', accepted, 'a list of counts', ArgTypeError)
+    for a in accepted: check_int('accepted', a, 0, k)
+    check_bool('pad_first', pad_first)
     steps, c, n = [], first_computed, prompt_len
     while c < prompt_len:
         s = min(chunk, prompt_len - c)
@@ -136,6 +138,7 @@ class StoreRun:
     def holes(self, num_blocks:int # blocks that should be stored by now
              )->list:
         "Blocks below `num_blocks` never stored."
+        check_int('num_blocks', num_blocks, 0)
         return sorted(set(range(num_blocks)) - set(self.stored))
 
 def run_store(steps:list, # `Step`s of one request
@@ -143,7 +146,8 @@ def run_store(steps:list, # `Step`s of one request
               form:str='fixed' # one of `STORE_FORMS`
              )->StoreRun:
     "Store a request's blocks step by step, with a cursor, as the connector's scheduler does."
-    if form not in STORE_FORMS: raise ValueError(f'form must be one of {STORE_FORMS}, got {form!r}')
+    check_choice('form', form, STORE_FORMS); check_int('block_size', block_size, 1)
+    check(isinstance(steps, (list, tuple)) and all(isinstance(s, Step) for s in steps), 'steps', steps, 'a list of Step', ArgTypeError)
     run, cursor, tracked = StoreRun(), 0, None
     for i, s in enumerate(steps):
         count = (s.num_computed, s.num_scheduled, s.num_scheduled_spec)

@@ -12,7 +12,7 @@ __all__ = ['GROUP_KINDS', 'CONSUMERS', 'FORMS', 'DRAFT_KV_SOURCES', 'SOURCES', '
 
 # %% ../../nbs/09a_draft_groups.ipynb #64f1a9f9
 from dataclasses import dataclass
-from ..config import EAGLE_FAMILY, METHODS
+from ..config import EAGLE_FAMILY, METHODS, ArgTypeError, check, check_bool, check_choice, check_int
 
 # %% ../../nbs/09a_draft_groups.ipynb #bdc424ac
 GROUP_KINDS = ('full_attention', 'sliding_window', 'mamba')
@@ -26,11 +26,11 @@ class CacheGroup:
     is_eagle_group:bool=False # the planner's annotation, `KVCacheGroupSpec.is_eagle_group`
     enable_kv_transfer:bool=True # `KVCacheGroupSpec.enable_kv_transfer` (0.33.0)
     def __post_init__(self):
-        if self.kind not in GROUP_KINDS: raise ValueError(f'kind must be one of {GROUP_KINDS}, got {self.kind!r}')
-        for name in ('num_target_layers', 'num_draft_layers'):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0: raise ValueError(f'{name} must be an int >= 0, got {v!r}')
-        if self.num_target_layers + self.num_draft_layers == 0: raise ValueError('a group holds at least one layer')
+        check_choice('kind', self.kind, GROUP_KINDS)
+        for name in ('num_target_layers', 'num_draft_layers'): check_int(name, getattr(self, name), 0)
+        for name in ('is_eagle_group', 'enable_kv_transfer'): check_bool(name, getattr(self, name))
+        check(self.num_target_layers + self.num_draft_layers > 0, 'num_target_layers', self.num_target_layers,
+              '>= 1 when num_draft_layers is 0 (a group holds at least one layer)')
     @property
     def is_state(self)->bool: return self.kind == 'mamba'
 
@@ -48,18 +48,26 @@ def legacy_needs_block_drop(method:str|None # speculative method, or None
     return method in EAGLE_FAMILY
 
 def _check_method(method):
-    if method is not None and method not in METHODS: raise ValueError(f'method must be None or one of {METHODS}, got {method!r}')
+    check(method is None or isinstance(method, str) and method in METHODS, 'method', method, f'None or one of {", ".join(METHODS)}')
+
+def _check_groups(groups)->list:
+    "`groups` when it is a list (or tuple) of `CacheGroup`s; otherwise `ArgTypeError` naming `groups`."
+    check(isinstance(groups, (list, tuple)) and all(isinstance(g, CacheGroup) for g in groups), 'groups', groups,
+          'a list of CacheGroup', ArgTypeError)
+    return groups
 
 # %% ../../nbs/09a_draft_groups.ipynb #2fb00c81
 def draft_group_ids(groups # `CacheGroup`s in group-id order
                    )->frozenset:
     "Ids of the groups that hold a drafter-owned layer; never a recurrent-state group."
+    _check_groups(groups)
     return frozenset(i for i, g in enumerate(groups) if g.num_draft_layers > 0 and not g.is_state)
 
 def drop_group_ids(groups, # `CacheGroup`s in group-id order
                    method:str|None # speculative method, or None
                   )->frozenset:
     "Ids of the groups that take the last-block drop: the draft groups, when the method needs the drop."
+    _check_groups(groups)
     return draft_group_ids(groups) if needs_block_drop(method) else frozenset()
 
 # %% ../../nbs/09a_draft_groups.ipynb #438b12ef
@@ -67,6 +75,7 @@ def legacy_drop_group_ids(groups, # `CacheGroup`s in group-id order
                           method:str|None # speculative method, or None
                          )->frozenset:
     "0.27.1's coordinator, offloading connector and Mooncake store: the annotated groups, else every group."
+    _check_groups(groups)
     if not legacy_needs_block_drop(method): return frozenset()
     annotated = frozenset(i for i, g in enumerate(groups) if g.is_eagle_group)
     return annotated or frozenset(range(len(groups)))
@@ -75,6 +84,7 @@ def annotated_group_ids_0330(groups, # `CacheGroup`s in group-id order
                              method:str|None # speculative method, or None
                             )->frozenset:
     "0.33.0's planner (`get_global_kv_cache_groups`): groups holding a drafter layer, when the method takes the drop."
+    _check_groups(groups)
     if not needs_block_drop(method): return frozenset()
     return frozenset(i for i, g in enumerate(groups) if g.num_draft_layers > 0)
 
@@ -82,6 +92,7 @@ def coordinator_drop_group_ids_0330(groups, # `CacheGroup`s in group-id order
                                     method:str|None # speculative method, or None
                                    )->frozenset:
     "0.33.0's KV cache coordinator and Mooncake store: the annotated groups, else every group."
+    _check_groups(groups)
     if not needs_block_drop(method): return frozenset()
     return annotated_group_ids_0330(groups, method) or frozenset(range(len(groups)))
 
@@ -95,8 +106,7 @@ def consumer_drop_group_ids(groups, # `CacheGroup`s in group-id order
                             form:str='fixed' # one of `FORMS`: ours, or a release's
                            )->frozenset:
     "The drop set one consumer uses, in the fixed form or as a release has it."
-    if consumer not in CONSUMERS: raise ValueError(f'consumer must be one of {CONSUMERS}, got {consumer!r}')
-    if form not in FORMS: raise ValueError(f'form must be one of {FORMS}, got {form!r}')
+    check_choice('consumer', consumer, CONSUMERS); check_choice('form', form, FORMS)
     if form == 'fixed': return drop_group_ids(groups, method)
     if form == '0.27.1': return legacy_drop_group_ids(groups, method)
     if consumer == 'offloading': return annotated_group_ids_0330(groups, method)
@@ -108,6 +118,7 @@ DRAFT_KV_SOURCES = ('transferred', 'recomputed', 'not needed', 'missing')
 def transfer_group_ids(groups # `CacheGroup`s in group-id order
                       )->frozenset:
     "0.33.0's `KVCacheConfig.transfer_group_ids`: every group with `enable_kv_transfer`."
+    _check_groups(groups)
     return frozenset(i for i, g in enumerate(groups) if g.enable_kv_transfer)
 
 def decode_draft_kv(groups, # `CacheGroup`s in group-id order, as P sends them
@@ -115,6 +126,7 @@ def decode_draft_kv(groups, # `CacheGroup`s in group-id order, as P sends them
                     recompute_missing:bool=True # D recomputes draft KV it did not receive (fixed); legacy: no
                    )->str:
     "Where D's drafter gets its prompt KV: one of `DRAFT_KV_SOURCES`."
+    check_bool('p_runs_drafter', p_runs_drafter); check_bool('recompute_missing', recompute_missing)
     draft = draft_group_ids(groups)
     if not draft: return 'not needed'
     if p_runs_drafter and draft <= transfer_group_ids(groups): return 'transferred'

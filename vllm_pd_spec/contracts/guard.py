@@ -8,12 +8,20 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/guard_contract.html.md"""
 __all__ = ['writes_last_sampled', 'legacy_writes_last_sampled']
 
 # %% ../../nbs/06a_guard_contract.ipynb #f1a6be11
+from ..config import check_int
+
+def _check_row(seq_len, num_logits, prefill_len, num_new_sampled):
+    "Raise, naming the argument, unless the row's counts are integers that a batch row can have."
+    check_int('seq_len', seq_len, 0); check_int('num_logits', num_logits, 0, seq_len); check_int('prefill_len', prefill_len, 0)
+    check_int('num_new_sampled', num_new_sampled, 0, 1)
+
 def writes_last_sampled(seq_len:int, # tokens of the request computed after this step
                         num_logits:int, # logits this row samples (new sampled tokens + drafts)
                         prefill_len:int, # tokens handed to the runner as prompt (prompt + resumed outputs)
                         num_new_sampled:int=1, # tokens sampled per step that feed the next step (0 or 1)
                        )->bool:
     "Fixed: write the last sampled token only into a slot at or past the end of the prompt."
+    _check_row(seq_len, num_logits, prefill_len, num_new_sampled)
     first_logit_seq_pos = seq_len - num_logits
     return seq_len > prefill_len and num_new_sampled > 0 and first_logit_seq_pos >= prefill_len
 
@@ -24,4 +32,5 @@ def legacy_writes_last_sampled(seq_len:int, # tokens of the request computed aft
                                num_new_sampled:int=1, # tokens sampled per step that feed the next step (0 or 1)
                               )->bool:
     "Pre-fix: write the last sampled token into every row that is not a pure prefill row."
+    _check_row(seq_len, num_logits, prefill_len, num_new_sampled)
     return seq_len > prefill_len and num_new_sampled > 0

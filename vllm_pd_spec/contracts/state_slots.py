@@ -9,8 +9,16 @@ __all__ = ['NULL_BLOCK', 'MAMBA_CACHE_MODES', 'RECEIVED', 'SOURCES', 'mamba_bloc
            'pair_positional', 'pair_state_slots', 'legacy_pair_state_slots', 'received_state']
 
 # %% ../../nbs/09b_state_slots.ipynb #dcf0cd69
+from ..config import ArgTypeError, check, check_choice, check_int, _is_int
 NULL_BLOCK = 0
 MAMBA_CACHE_MODES = ('none', 'align', 'all')
+
+def _check_ids(name:str, ids, nonempty:bool=False)->list:
+    "`ids` when it is a list (or tuple) of block ids (integers >= 0), non-empty if asked; otherwise raise naming `name`."
+    check(isinstance(ids, (list, tuple)), name, ids, 'a list of block ids', ArgTypeError)
+    check(all(_is_int(b) and b >= 0 for b in ids) and (ids or not nonempty), name, ids,
+          ('a non-empty' if nonempty else 'a') + ' list of block ids (integers >= 0)')
+    return ids
 
 # %% ../../nbs/09b_state_slots.ipynb #3290c807
 def mamba_block_ids(num_tokens:int, # the request's tokens
@@ -20,8 +28,9 @@ def mamba_block_ids(num_tokens:int, # the request's tokens
                     first_id:int=1 # block ids are handed out from here (0 is the null block)
                    )->list:
     "A request's Mamba block list: state slots (nulls before the running one in `align` mode), then scratch slots."
-    if mode not in MAMBA_CACHE_MODES: raise ValueError(f'mode must be one of {MAMBA_CACHE_MODES}, got {mode!r}')
-    if num_tokens < 1 or block_size < 1 or num_speculative_blocks < 0: raise ValueError('num_tokens, block_size >= 1; num_speculative_blocks >= 0')
+    check_choice('mode', mode, MAMBA_CACHE_MODES)
+    check_int('num_tokens', num_tokens, 1); check_int('block_size', block_size, 1)
+    check_int('num_speculative_blocks', num_speculative_blocks, 0); check_int('first_id', first_id, NULL_BLOCK + 1)
     n = 1 if mode == 'none' else -(-num_tokens // block_size)
     nulls = n - 1 if mode == 'align' else 0
     return [NULL_BLOCK] * nulls + list(range(first_id, first_id + n - nulls + num_speculative_blocks))
@@ -30,6 +39,7 @@ def running_state_slot(block_ids:list, # a request's Mamba block list
                        num_speculative_blocks:int # its trailing scratch slots
                       )->int:
     "The slot holding the request's current recurrent state: the last one before the scratch slots."
+    _check_ids('block_ids', block_ids, nonempty=True); check_int('num_speculative_blocks', num_speculative_blocks, 0)
     return block_ids[len(block_ids) - 1 - min(num_speculative_blocks, len(block_ids) - 1)]
 
 # %% ../../nbs/09b_state_slots.ipynb #adfd5fe3
@@ -38,15 +48,23 @@ def state_slots(block_ids:list, # a request's Mamba block list
                 mode:str='none' # one of `MAMBA_CACHE_MODES`
                )->list:
     "The slots that carry transferable state: scratch slots dropped, then the running state (all positions in `all` mode)."
+    _check_ids('block_ids', block_ids); check_int('num_speculative_blocks', num_speculative_blocks, 0)
+    check_choice('mode', mode, MAMBA_CACHE_MODES)
     if not block_ids: return []
     kept = block_ids[:len(block_ids) - min(num_speculative_blocks, len(block_ids) - 1)]
     return list(kept) if mode == 'all' else list(kept[-1:])
 
 # %% ../../nbs/09b_state_slots.ipynb #c0a39f61
+def _check_sides(p_blocks, p_spec, d_blocks, d_spec, nonempty:bool=False):
+    "Both sides' Mamba block lists and scratch-slot counts, named as the caller names them."
+    _check_ids('p_blocks', p_blocks, nonempty); check_int('p_spec', p_spec, 0)
+    _check_ids('d_blocks', d_blocks, nonempty); check_int('d_spec', d_spec, 0)
+
 def pair_positional(p_slots:list, # P's slots, in order
                     d_slots:list # D's slots, in order
                    )->list:
     "Pair two slot lists by position, aligned at their ends: `(p, d)` for the last `min(len)` of each."
+    _check_ids('p_slots', p_slots); _check_ids('d_slots', d_slots)
     n = min(len(p_slots), len(d_slots))
     return list(zip(p_slots[len(p_slots) - n:], d_slots[len(d_slots) - n:]))
 
@@ -55,6 +73,7 @@ def pair_state_slots(p_blocks:list, p_spec:int, # P's Mamba block list and its s
                      mode:str='none' # one of `MAMBA_CACHE_MODES`
                     )->list:
     "The fixed exchange: each side reduces to its state slots, then the slots are paired."
+    _check_sides(p_blocks, p_spec, d_blocks, d_spec); check_choice('mode', mode, MAMBA_CACHE_MODES)
     return pair_positional(state_slots(p_blocks, p_spec, mode), state_slots(d_blocks, d_spec, mode))
 
 def legacy_pair_state_slots(p_blocks:list, p_spec:int, # P's Mamba block list and its scratch slots
@@ -62,6 +81,7 @@ def legacy_pair_state_slots(p_blocks:list, p_spec:int, # P's Mamba block list an
                             mode:str='none' # one of `MAMBA_CACHE_MODES`
                            )->list:
     "Before #50153: the raw lists, scratch slots and placeholders included, paired by position."
+    _check_sides(p_blocks, p_spec, d_blocks, d_spec); check_choice('mode', mode, MAMBA_CACHE_MODES)
     return pair_positional(p_blocks, d_blocks)
 
 # %% ../../nbs/09b_state_slots.ipynb #917a6a75
@@ -72,6 +92,10 @@ def received_state(pairs:list, # `(p slot, d slot)` pairs the transfer copies
                    d_blocks:list, d_spec:int # D's Mamba block list and its scratch slots
                   )->str:
     "What D's running-state slot holds after the transfer: one of `RECEIVED`."
+    check(isinstance(pairs, (list, tuple)) and all(isinstance(x, (list, tuple)) and len(x) == 2 for x in pairs), 'pairs', pairs,
+          'a list of (p slot, d slot) pairs', ArgTypeError)
+    _check_sides(p_blocks, p_spec, d_blocks, d_spec, nonempty=True)
+    check(all(p in p_blocks for p, _ in pairs), 'pairs', pairs, "pairs whose P slots are in p_blocks")
     d_run, p_run = running_state_slot(d_blocks, d_spec), running_state_slot(p_blocks, p_spec)
     src = [p for p, d in pairs if d == d_run]
     if not src: return 'D zeros'

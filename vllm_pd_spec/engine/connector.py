@@ -24,7 +24,8 @@ class ReqMeta:
     remote_block_ids:tuple # per group: P's blocks for the same range
     remote_engine_id:str # P's engine id
     remote_request_id:str # the request's id on P
-    num_tokens:int # tokens whose KV the range holds
+    num_tokens:int # tokens whose KV the range holds (D's count)
+    remote_num_tokens:int|None=None # tokens P computed (its `kv_transfer_params`); fewer than `num_tokens` fails the load
 
 @dataclass
 class PDConnectorMetadata:
@@ -90,9 +91,10 @@ def update_state_after_alloc(self:PDConnectorScheduler, request:Request, blocks:
         total = self._get_remote_prefill_token_count(len(request.prompt_token_ids))
         first, last = (total - num_external_tokens) // self.block_size, cdiv(total, self.block_size)
         local = tuple(g[first:last] for g in blocks.get_block_ids())
-        remote = tuple(list(g)[first:last] for g in p['remote_block_ids'])
-        self._reqs_need_recv[request.request_id] = ReqMeta(request.request_id, local, remote, p['remote_engine_id'],
-                                                           p['remote_request_id'], total)
+        try: remote = tuple(list(g)[first:last] for g in p.get('remote_block_ids') or ())
+        except TypeError: remote = ()  # malformed params: the worker fails the load and D recomputes
+        self._reqs_need_recv[request.request_id] = ReqMeta(request.request_id, local, remote, p.get('remote_engine_id'),
+                                                           p.get('remote_request_id'), total, p.get('remote_num_tokens'))
     p['do_remote_prefill'] = False
 
 @patch

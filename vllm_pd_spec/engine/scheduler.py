@@ -63,6 +63,7 @@ class Scheduler:
         self._req_block_ids_seen: dict = {}  # request id -> number of blocks per group the runner knows
         self.spec_decoding_stats = SpecDecodingStats()
         self.num_recomputed_loads: int = 0  # failed loads sent back to WAITING (kv_load_failure_policy="recompute")
+        self.num_ignored_kv_notices: int = 0  # transfer notices for no request waiting on that transfer (upstream asserts)
 
     def add_request(self, request:Request):
         "Queue a new request; the connector's `on_new_request` runs first (fix 3's fixed position)."
@@ -305,6 +306,7 @@ def _free_blocks(self:Scheduler, request:Request):
     "Give the request's blocks back and forget it."
     self.kv_cache_manager.free(request)
     self._req_block_ids_seen.pop(request.request_id, None)
+    self.finished_recving_kv_req_ids.discard(request.request_id)
     del self.requests[request.request_id]
 
 @patch
@@ -328,22 +330,29 @@ def finish_requests(self:Scheduler, request_ids, finished_status:RequestStatus=R
 @patch
 def _update_from_kv_xfer_finished(self:Scheduler, kv_connector_output:KVConnectorOutput):
     "Loads done (D) make requests ready; failed loads are recomputed; sends done (P) free the held blocks."
+    # A notice acts only on a request waiting for that transfer: D's load in flight (or aborted during it), P's held
+    # blocks. Anything else (unknown, running, repeated, the wrong role) is counted and ignored; upstream asserts.
+    consumer, producer = self.vllm_config.role == 'decode', self.vllm_config.role == 'prefill'
     for req_id in kv_connector_output.failed_recving:  # upstream: `invalid_block_ids`, kv_load_failure_policy="recompute"
-        request = self.requests.get(req_id)
-        if request is None: continue
-        if request.is_finished(): self._free_blocks(request)
-        elif request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+        request = self.requests.get(req_id) if consumer else None
+        if request is not None and request.is_finished(): self._free_blocks(request)
+        elif request is not None and request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+            self.finished_recving_kv_req_ids.discard(req_id)
             self.kv_cache_manager.free(request)
             request.num_computed_tokens, request.num_external_computed_tokens = 0, 0
             request.status = RequestStatus.WAITING
             self.num_recomputed_loads += 1
+        else: self.num_ignored_kv_notices += 1
     for req_id in kv_connector_output.finished_recving:
-        request = self.requests.get(req_id)
-        if request is None: continue
-        if request.is_finished(): self._free_blocks(request)
-        else: self.finished_recving_kv_req_ids.add(req_id)
+        request = self.requests.get(req_id) if consumer else None
+        if request is not None and request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+            self.finished_recving_kv_req_ids.add(req_id)
+        elif request is not None and request.is_finished(): self._free_blocks(request)
+        else: self.num_ignored_kv_notices += 1  # e.g. a repeated notice for a request already running
     for req_id in kv_connector_output.finished_sending:
-        if req_id in self.requests: self._free_blocks(self.requests[req_id])
+        request = self.requests.get(req_id) if producer else None
+        if request is not None and request.is_finished(): self._free_blocks(request)
+        else: self.num_ignored_kv_notices += 1  # e.g. a notice for a running request: freeing it would break schedule()
 
 @patch
 def update_from_output(self:Scheduler, scheduler_output:SchedulerOutput, model_runner_output:ModelRunnerOutput)->list:

@@ -1,0 +1,144 @@
+"""Every command and flag of `vllm-pd-spec`, fed hostile values in process through `main(argv)`: wrong types, signs,
+huge values, empty strings, unicode, bad and deeply nested JSON, unwritable and odd output paths.
+
+Each input must end within `LIMIT_S`, with exit status 0 (a value that is valid after all, e.g. `-k ١`) or 2 and exactly
+one line on stderr that names the flag; never a traceback; and for status 2, no work started: the experiments, the
+kernel sweep and run, and the audit are replaced by recorders, and none of them may have been called."""
+import contextlib, io, os, signal, time
+from collections import Counter
+import pytest
+from vllm_pd_spec import cli
+from vllm_pd_spec.audit import main as audit_main
+from vllm_pd_spec.experiments import reproduce
+from vllm_pd_spec.experiments.common import ExperimentResult
+from vllm_pd_spec.kernels import bench
+
+LIMIT_S = 10.0  # per input, on a shared 2-core machine (most inputs take a few milliseconds)
+
+INTS = ['abc', '1.5', '', ' ', '0x10', '1e3', 'nan', 'inf', 'true', 'None', '-1', '-5', '0', '٣', '１', '²', '½', 'é',
+        '😀', '\x7f', '3 3', '100000000', '100000000000', '9' * 40, '-' + '9' * 40]
+STRS = ['', ' ', 'é', '😀', 'NONE', 'mtp ', 'x' * 10_000, '\u202e', '-', '\\', '%s', '{}', 'mtp\nx']
+
+def _files(d):
+    "Input files for `explain --file`: a name -> path, made in the folder `d`."
+    deep = '[' * 200_000 + ']' * 200_000
+    texts = {'deep': deep, 'deep_value': '{"k": ' + deep + '}', 'not_json': '{not json', 'list': '[]', 'string': '"mtp"',
+             'null': 'null', 'empty': '', 'k_str': '{"k": "x"}', 'k_inf': '{"k": 1e400}', 'k_bool': '{"k": true}',
+             'huge_prompt': '{"prompt_len": 100000000000}', 'float_prompt': '{"prompt_len": 1e3}', 'unknown': '{"colour": 1}',
+             'method_obj': '{"method": {"a": 1}}', 'method_list': '{"method": ["mtp"]}', 'nul': '{"method": "mtp\\u0000"}',
+             'dup_keys': '{"k": 2, "k": -1}', 'big': '{"x": "' + 'y' * 2_000_000 + '"}', 'hit_gt_prompt': '{"prompt_len": 5, "prefix_hit": 9}'}
+    out = {}
+    for name, t in texts.items():
+        (d / f'{name}.json').write_text(t); out[name] = str(d / f'{name}.json')
+    (d / 'binary.json').write_bytes(bytes(range(256)) * 10); out['binary'] = str(d / 'binary.json')
+    (d / 'utf16.json').write_text('{"k": 2}', encoding='utf-16'); out['utf16'] = str(d / 'utf16.json')
+    os.mkfifo(d / 'fifo'); out['fifo'] = str(d / 'fifo')
+    out.update(folder=str(d), missing=str(d / 'missing.json'), empty_path='', dev_zero='/dev/zero')
+    return out
+
+def _out_paths(d):
+    "Output paths no file can be written to (as root, too)."
+    (d / 'a_file').write_text('x'); os.mkfifo(d / 'out_fifo')
+    return {'empty': '', 'blank': ' ', 'no_folder': '/nonexistent/dir/x.json', 'folder': str(d), 'proc': '/proc/x.json',
+            'under_a_file': str(d / 'a_file' / 'x.json'), 'fifo': str(d / 'out_fifo'), 'long': str(d / ('x' * 5000)),
+            'nul': str(d / 'a\0b')}
+
+def cases(d)->list:
+    "(argv, the flag the error must name or None) for every command and flag."
+    files, outs = _files(d / 'in'), _out_paths(d / 'out')
+    c = [([], None), (['--bogus'], None), (['é'], None), (['explain', 'extra'], 'extra'), (['info', '--json', '1'], '1'),
+         (['info', '--bogus'], '--bogus'), (['--version', 'x'], None)]
+    # explain: every count flag alone and with a method that reads it; the string flags; --file; flags that take no value
+    for flag in ('-k', '--mtp-modules', '--sliding-window', '--prompt-len', '--prefix-hit', '--block-size'):
+        for v in INTS:
+            c.append((['explain', flag, v], flag))
+            c.append((['explain', '--method', 'mtp', flag, v], flag))
+    for flag in ('--method', '--role'): c += [(['explain', flag, v], flag) for v in STRS]
+    c += [(['explain', '--file', p], '--file') for p in files.values()]
+    c += [(['explain', '--mamba', 'yes'], 'yes'), (['explain', '--json', 'x'], 'x'), (['explain', '--method'], '--method')]
+    # reproduce: output path first (with flags that would otherwise run), fixes, device, transport
+    for p in outs.values():
+        c += [(['reproduce', '--json', p], '--json'), (['reproduce', '--fix', '1', '--quick', '--json', p], '--json')]
+    c += [(['reproduce', '--fix', v], '--fix') for v in INTS + ['7', '1 2']]
+    c += [(['reproduce', '--fix'], '--fix'), (['reproduce', '--device', 'cuda'], '--device'), (['reproduce', '--quick', 'x'], 'x')]
+    c += [(['reproduce', '--device', v], '--device') for v in STRS] + [(['reproduce', '--transport', v], '--transport') for v in STRS]
+    # bench: the positional, counts, seeds, paths; flags that only the GPU run reads are refused on the CPU sweep
+    c += [(['bench', v], None) for v in STRS + ['kernels']] + [(['bench'], None)]
+    for flag in ('--batches', '--seed'): c += [(['bench', 'kernel', flag, v], flag) for v in INTS + ['4294967296', '10001']]
+    for p in outs.values():
+        c += [(['bench', 'kernel', '--save', p], '--save'), (['bench', 'kernel', '--cpu-dry-run', '--save', p], '--save')]
+    c += [(['bench', 'kernel', '--vllm', v], '--vllm') for v in ['', '/nonexistent', str(d)]]
+    c += [(['bench', 'kernel', '--cpu-dry-run', '--vllm', v], '--vllm') for v in ['', ' ', '/nonexistent', str(d / 'in')]]
+    c += [(['bench', 'kernel', '--tests'], '--tests'), (['bench', 'kernel', '--cpu-dry-run', '--batches', '5'], '--batches'),
+          (['bench', 'kernel', '--cpu-dry-run', '--sweep'], '--sweep')]
+    # audit
+    c += [(['audit', '--json', p], '--json') for p in outs.values()] + [(['audit', '--markdown', 'x'], 'x'), (['audit', '--bogus'], '--bogus')]
+    return c
+
+class Recorder:
+    "Stands in for the work a command would start; records the calls."
+    def __init__(self, ret): self.ret, self.calls = ret, []
+    def __call__(self, *a, **k): self.calls.append(a); return self.ret(*a, **k) if callable(self.ret) else self.ret
+
+@pytest.fixture
+def work(monkeypatch):
+    "The work behind each command, replaced by recorders (arguments are what is under test, not the work)."
+    res = lambda fix, *a: ExperimentResult(fix, 'stub', 'm', 0, 0, 'holds', True, True)
+    rec = dict(experiment=Recorder(res), sweep=Recorder(dict(batches=1, backend='reference', mismatches=0, fixed_overwrites=0,
+               step_mismatches=0, step_fixed_lost=0, legacy_overwrites=0, step_legacy_lost=0, legacy_batches_hit=0)),
+               suite=Recorder(({}, 0)), audit=Recorder([]))
+    monkeypatch.setattr(reproduce, 'run_experiment', rec['experiment'])
+    monkeypatch.setattr(bench, 'sweep', rec['sweep']); monkeypatch.setattr(bench, 'run_suite', rec['suite'])
+    monkeypatch.setattr(bench, 'find_input_batch', lambda p=None: p, raising=False)
+    monkeypatch.setattr(audit_main, 'import_vllm', lambda: None); monkeypatch.setattr(audit_main, 'audit', rec['audit'])
+    monkeypatch.setattr(audit_main, 'vllm_version', lambda: 'stub')
+    return rec
+
+def _alarm(signum, frame): raise TimeoutError(f'past {LIMIT_S} s')
+
+def run(argv)->tuple:
+    "`(exit status, stdout, stderr, seconds)` of `main(argv)`, or TimeoutError past `LIMIT_S`."
+    out, err = io.StringIO(), io.StringIO()
+    old = signal.signal(signal.SIGALRM, _alarm); signal.setitimer(signal.ITIMER_REAL, LIMIT_S)
+    t0 = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err): rc = cli.main(argv)
+    finally: signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
+    return rc, out.getvalue(), err.getvalue(), time.perf_counter() - t0
+
+def test_every_flag_fails_cleanly_or_runs(tmp_path, work):
+    (tmp_path / 'in').mkdir(); (tmp_path / 'out').mkdir()
+    tally, slowest, bad = Counter(), (0.0, None), []
+    for argv, flag in cases(tmp_path):
+        for r in work.values(): r.calls.clear()
+        rc, out, err, s = run(argv)
+        slowest = max(slowest, (s, argv[:4]), key=lambda x: x[0])
+        tally[rc] += 1
+        ok = 'Traceback' not in out + err and rc in (0, 2)
+        if rc == 2 and argv not in ([], ['--version', 'x']) and argv[:1] != ['bench'] or rc == 2 and flag:
+            ok &= err.count('\n') == 1 and (flag is None or flag.split()[0] in err or repr(flag) in err)
+            ok &= not any(r.calls for r in work.values())  # refused before any work
+        if rc == 0: ok &= not err.strip() or argv[:1] in (['reproduce'], ['bench'])
+        if not ok: bad.append((argv[:6], rc, err[-300:]))
+    print(f'\nCLI fuzz: {sum(tally.values())} inputs, exit statuses {dict(tally)}; slowest {slowest[0]:.2f} s {slowest[1]}')
+    assert not bad, '\n'.join(f'{a!r:.150} -> {rc}: {e!r:.200}' for a, rc, e in bad[:30])
+    assert tally[2] >= 0.9 * sum(tally.values())
+
+def test_output_path_is_checked_before_the_experiments(tmp_path, work):
+    "`reproduce --json` to a folder that does not exist, a folder, or '' fails at once: no experiment has run."
+    for p in ('/nonexistent/dir/x.json', str(tmp_path), ''):
+        rc, out, err, s = run(['reproduce', '--json', p])
+        assert rc == 2 and err.count('\n') == 1 and '--json' in err and not work['experiment'].calls and s < 1.0
+    rc, out, err, s = run(['reproduce', '--fix', '3', '3', '--json', str(tmp_path / 'r.json')])
+    assert rc == 0 and [a[0] for a in work['experiment'].calls] == [3] and (tmp_path / 'r.json').exists()  # `--fix 3 3`: once
+
+def test_the_probe_leaves_nothing_behind(tmp_path, work):
+    "Checking an output path creates no file: a refused run leaves the folder as it was."
+    rc, *_ = run(['reproduce', '--device', 'cuda', '--json', str(tmp_path / 'r.json')])
+    assert rc == 2 and list(tmp_path.iterdir()) == []
+
+@pytest.mark.parametrize('argv', [['explain', '--block-size', '100000000'], ['explain', '--prompt-len', '100000000000'],
+                                  ['explain', '--method', 'mtp', '-k', '64', '--block-size', '65536']])
+def test_huge_values_end_quickly(argv, work):
+    rc, out, err, s = run(argv)
+    assert rc in (0, 2) and s < LIMIT_S and 'Traceback' not in err
