@@ -34,7 +34,7 @@ def probe_prefill_lookahead_property()->list:
                      lambda c: prop.fget(vllm_config(c)),
                      lambda c: L.num_prefill_lookahead_tokens(our_spec(c)),
                      lambda c: L.legacy_scheduler_prefill_lookahead(our_spec(c)), show=show_spec,
-                     note='values equal the pre-contract derivation by design; the consumers below show who reads it')]
+                     note='legacy: the vLLM 0.27.1 scheduler (1 for any eagle-family drafter); the consumers below show who reads it')]
 
 # %% ../../nbs/07b_audit_probes.ipynb #cf93393c
 def perturbed_config(case, delta:int):

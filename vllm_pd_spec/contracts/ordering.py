@@ -88,11 +88,13 @@ def legacy_schedule_num_new_tokens(num_prompt_tokens:int, # prompt length as the
                                    prefix_hit:int, # leading prompt tokens in the local prefix cache
                                    backoff:int, # `prefill_backoff(...)`
                                    *,
-                                   attempts:int=1 # times the waiting request is tried
+                                   attempts:int=1 # times the waiting request is tried (the count is the last try's)
                                   )->int:
     "The scheduler's `num_new_tokens` for a new P-side request, legacy order: look up, then truncate."
     _check_attempts(attempts)
-    return truncated_length(num_prompt_tokens, backoff) - local_prefix_hit(num_prompt_tokens, prefix_hit, block_size)
+    n = truncated_length(num_prompt_tokens, backoff)
+    looked_up = num_prompt_tokens if attempts == 1 else n  # a retry looks up the request its first try truncated
+    return n - local_prefix_hit(looked_up, prefix_hit, block_size)
 
 # %% ../../nbs/03_truncation_ordering.ipynb #e6f7a8b9
 def make_p_request(num_prompt_tokens:int # prompt length

@@ -290,6 +290,7 @@ def run(device:str='cpu', # 'cpu' only: the model runs on the CPU here
 def plot(res:ExperimentResult # what `run` returned
         ):
     "Mean acceptance length per setting, legacy vs fixed, for the consumers run with the model."
+    from vllm_pd_spec.plotting import figure, arm_color, legend_outside
     rows = [r for r in res.rows if r['consumer'] in ('scheduler', 'kv_cache_coordinator')]
     fig, ax = figure(height=2.8)
     w = 0.38

@@ -171,6 +171,7 @@ def run(device:str='cpu', # unused: no model runs here
 def plot(res:ExperimentResult # what `run` returned
         ):
     "Requests lost per configuration, legacy vs fixed, for the stream and the pair sweep."
+    from vllm_pd_spec.plotting import figure, arm_color, legend_outside
     fig, axes = figure(ncols=2, height=2.8)
     for ax, sc in zip(axes, ('stream', 'pair sweep')):
         rows = [r for r in res.rows if r['scenario'] == sc]
