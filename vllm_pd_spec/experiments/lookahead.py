@@ -253,6 +253,13 @@ NOTES = ('Measured on the engine with text-attn (attention only, passes every ga
          'Sliding window: no text model has one; KV manager + SlotChecker with a stand-in runner (reads of freed blocks). '
          "Runner: 0.27.1's rows equal the contract's on every configuration, nothing to run. Connector: fix 2.")
 
+def _setting_name(r:dict)->str:
+    "One row of the results table: the consumer, the setting and what the figures count."
+    what = {'scheduler': 'mean acceptance length', 'kv_cache_coordinator': "second request's mean acceptance length",
+            'kv_cache_planner': f"requests reading a freed block, of {r['requests']}"}.get(r['consumer'])
+    if r['consumer'] == 'runner': return f"runner: next_prefill_tokens rows ({r['agree']} agree)"
+    return f"{r['consumer'].replace('_', ' ')}: {r['setting']}: {what}"
+
 def run(device:str='cpu', # 'cpu' only: the model runs on the CPU here
         transport:str='local', # unused: no P/D transfer here
         quick:bool=False, # unused: the default is already small
@@ -273,8 +280,7 @@ def run(device:str='cpu', # 'cpu' only: the model runs on the CPU here
     window = window_rows(g['window_ks'], g['windows'], g['lengths'], bar=bar)
     rows = reserve + publication + window + [runner_row()]
     head = reserve[-1]
-    per_setting = [dict(setting=f"{r['consumer']}: {r['setting']}", legacy=r['legacy'], fixed=r['fixed'], standalone=None)
-                   for r in rows]
+    per_setting = [dict(setting=_setting_name(r), legacy=r['legacy'], fixed=r['fixed'], standalone=None) for r in rows]
     return ExperimentResult(
         fix=1, name='lookahead contract',
         metric=f"mean acceptance length, chunked prefill, MTP k={head['k']} (text-attn)",
@@ -282,8 +288,9 @@ def run(device:str='cpu', # 'cpu' only: the model runs on the CPU here
         invariant='every request keeps its outputs; no chunk ends inside the drafter\'s reach; no sliding-window read of a freed block',
         invariant_holds=all(r.get('outputs_equal', True) for r in rows) and all(r['fixed_short_chunks'] == 0 for r in reserve)
                         and all(r['fixed'] == 0 for r in window),
-        legacy_consequence_seen=any(r['differs'] and r['diff'] < 0 for r in reserve + publication if r.get('drop', True))
-                                or any(r['legacy'] > 0 for r in window),
+        # what a user sees: acceptance lost beyond noise, or other outputs (the sliding window's freed reads have no model)
+        legacy_consequence_seen=any((r['differs'] and r['diff'] < 0) or not r['outputs_equal']
+                                    for r in reserve + publication if r.get('drop', True)),
         setup=setup, rows=rows, per_setting=per_setting, notes=NOTES)
 
 # %% ../../nbs/01b_lookahead_experiment.ipynb #b7ec348c

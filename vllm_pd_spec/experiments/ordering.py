@@ -139,6 +139,11 @@ NOTES = ('Measured on the engine (real Scheduler, KVCacheManager with prefix cac
          'the same prompt twice, every length, checked against the ordering contract. Modelled: no model (stand-in '
          'runner); D reads P\'s blocks at the next step.')
 
+def _lost(r:dict, arm:str)->str:
+    "`'8 lost in 4 deaths'`: one arm's figure for the results table."
+    d = r[f'{arm}_deaths']
+    return f"{r[f'{arm}_lost']} lost in {d} death{'' if d == 1 else 's'}"
+
 def run(device:str='cpu', # unused: no model runs here
         transport:str='local', # unused: P's blocks are acknowledged without a transfer
         quick:bool=False, # unused: the default is already small
@@ -154,9 +159,9 @@ def run(device:str='cpu', # unused: no model runs here
     bar = progress(2 * len(g['block_sizes']) + 1) if progress is not None else None
     rows = stream_rows(g['block_sizes'], g['num_requests'], SEED, NUM_DOCS, MAX_LEN, bar) + pair_rows(g['lengths'], g['block_sizes'], bar=bar)
     head = next(r for r in rows if r['scenario'] == 'stream' and r['block_size'] == HEADLINE_BLOCK)
-    per_setting = [dict(setting=f"{r['scenario']}, {'no drafter' if r['spec'] == 'none' else r['spec']}, block {r['block_size']}",
-                        legacy=f"{r['legacy_lost']} lost ({r['legacy_deaths']} deaths) of {r['requests']}",
-                        fixed=f"{r['fixed_lost']} lost ({r['fixed_deaths']} deaths) of {r['requests']}", standalone=None)
+    per_setting = [dict(setting=f"{r['scenario']}, {'no drafter' if r['spec'] == 'none' else r['spec'].replace('mtp', 'MTP')}, "
+                                f"block {r['block_size']}: requests lost, " + (f"of {r['requests']}" if r['scenario'] == 'stream' else f"{r['requests'] // 2} pairs"),
+                        legacy=_lost(r, 'legacy'), fixed=_lost(r, 'fixed'), standalone=None)
                    for r in rows]
     return ExperimentResult(
         fix=3, name='truncation ordering',
@@ -177,9 +182,9 @@ def plot(res:ExperimentResult # what `run` returned
         rows = [r for r in res.rows if r['scenario'] == sc]
         for i, arm in enumerate(('legacy', 'fixed')):
             xs = [j + (i - 0.5) * 0.38 for j in range(len(rows))]
-            ax.bar(xs, [r[f'{arm}_lost'] for r in rows], 0.38, color=arm_color(arm), label=arm)
-        ax.set_xticks(range(len(rows)), [f"{'' if r['spec'] == 'none' else r['spec'] + ', '}block {r['block_size']}" for r in rows])
-        ax.set_title(f"{sc}: requests lost (of {rows[0]['requests']} per config)")
+            ax.bar_label(ax.bar(xs, [r[f'{arm}_lost'] for r in rows], 0.38, color=arm_color(arm), label=arm), fontsize=7)
+        ax.set_xticks(range(len(rows)), [('' if r['spec'] == 'none' else r['spec'].replace('mtp', 'MTP') + '\n') + f"block {r['block_size']}" for r in rows])
+        ax.set_title(f"{sc} (of {rows[0]['requests']} each)")
     axes[0].set_ylabel('requests lost')
     legend_outside(fig)
     return fig
