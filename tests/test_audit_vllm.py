@@ -28,6 +28,7 @@ EXPECTED = {  # contract -> verdict, per vLLM version (fixed: 0.33.0's behaviour
         '1. lookahead consumer: scheduler num_prefill_lookahead': 'fixed',
         '1. lookahead consumer: model runner V2 next_prefill_tokens rows': 'fixed',
         '1. lookahead consumer: Scheduler._reserve_prefill_lookahead': 'fixed',
+        '1. lookahead consumer: KV-cache coordinator publication': 'fixed',
         '2. backoff: _prefill_backoff': 'fixed',
         '2. backoff: D-side remote prefill token count': 'fixed',
         '2. backoff: P-side truncation (twice, on vllm.v1.request.Request)': 'fixed',
@@ -48,8 +49,9 @@ EXPECTED = {  # contract -> verdict, per vLLM version (fixed: 0.33.0's behaviour
         '1. lookahead: VllmConfig.num_prefill_lookahead_tokens': 'not present',
         '1. lookahead consumer: sliding-window extra_retained_tokens': 'not present',
         '1. lookahead consumer: scheduler num_prefill_lookahead': 'not present',
-        '1. lookahead consumer: model runner V2 next_prefill_tokens rows': 'differs',
+        '1. lookahead consumer: model runner V2 next_prefill_tokens rows': 'legacy',  # derives k if multi-module MTP else 1
         '1. lookahead consumer: Scheduler._reserve_prefill_lookahead': 'not present',
+        '1. lookahead consumer: KV-cache coordinator publication': 'legacy',  # publishes every full block
         '2. backoff: _prefill_backoff': 'not present',
         '2. backoff: D-side remote prefill token count': 'legacy',
         '2. backoff: P-side truncation (twice, on vllm.v1.request.Request)': 'legacy',

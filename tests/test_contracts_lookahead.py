@@ -1,4 +1,4 @@
-"Fix 1: one `num_prefill_lookahead_tokens` for the scheduler, the KV-cache planner, the connector and the runner."
+"Fix 1: one `num_prefill_lookahead_tokens` for the scheduler, the KV-cache planner and coordinator, the connector and the runner."
 import pytest
 from hypothesis import given, find, strategies as st
 from vllm_pd_spec.config import SpeculativeConfig, METHODS
@@ -34,16 +34,53 @@ def test_reserve_never_ends_a_chunk_inside_the_window(data, num_tokens, lookahea
 def test_reserve_leaves_decode_steps_alone(extra, num_new, lookahead):
     assert reserve_prefill_lookahead(100, 100 + extra, num_new, lookahead) == num_new
 
+def test_closed_forms_take_any_length():
+    "No range is built: a 10**11-token prompt costs what a 10-token one does."
+    assert reserve_prefill_lookahead(10**11, 10**11 - 5, 4, 3) == 2
+    assert num_cacheable_tokens(10**11, 4) == 10**11 - 3
+
+@pytest.mark.parametrize('call,name,exc', [
+    (lambda: num_prefill_lookahead_tokens('mtp'), 'spec', TypeError),
+    (lambda: reserve_prefill_lookahead(10, 0, -1, 3), 'num_new', ValueError),
+    (lambda: reserve_prefill_lookahead(10, 0, 2, 3.0), 'lookahead', TypeError),
+    (lambda: reserve_prefill_lookahead(10, True, 2, 3), 'num_computed', TypeError),
+    (lambda: extra_retained_tokens(-1), 'lookahead', ValueError),
+    (lambda: num_reprefillable_tokens('2'), 'lookahead', TypeError),
+    (lambda: num_cacheable_tokens(-3, 2), 'num_computed_tokens', ValueError),
+    (lambda: runner_prefill_lookahead(None), 'lookahead', TypeError),
+    (lambda: legacy_runner_prefill_lookahead(3), 'spec', TypeError),
+    (lambda: legacy_connector_backoff(1), 'has_mamba', TypeError)])
+def test_bad_arguments_are_named(call, name, exc):
+    with pytest.raises(exc, match=name): call()
+
 @given(specs, st.booleans())
 def test_every_consumer_reads_the_one_number(spec, has_mamba):
     L = num_prefill_lookahead_tokens(spec)
     fixed = {c: f for c, (f, _) in consumer_lookaheads(spec, has_mamba).items()}
-    assert fixed == dict(scheduler=L, kv_cache_planner=max(0, L - 1), connector=max(int(has_mamba), L - 1),
-                         runner=max(1, L))
-    assert extra_retained_tokens(L) == fixed['kv_cache_planner'] and runner_prefill_lookahead(L) == fixed['runner']
+    assert fixed == dict(scheduler=L, kv_cache_planner=max(0, L - 1), kv_cache_coordinator=max(0, L - 1),
+                         connector=max(int(has_mamba), L - 1), runner=max(1, L))
+
+@given(specs, st.booleans())
+def test_legacy_is_vllm_0_27_1(spec, has_mamba):
+    "0.27.1: scheduler `1 if use_eagle else 0` (no reservation), no SW retention, every block published, Mamba-only backoff, runner k or 1."
+    legacy = {c: l for c, (_, l) in consumer_lookaheads(spec, has_mamba).items()}
+    eagle = spec is not None and spec.use_eagle()
+    runner = spec.num_speculative_tokens if spec is not None and spec.use_multi_module_mtp() else 1
+    assert legacy == dict(scheduler=int(eagle), kv_cache_planner=0, kv_cache_coordinator=0, connector=int(has_mamba), runner=runner)
+
+@given(specs)
+def test_runner_rows_agree_on_every_configuration(spec):
+    "A refactor with no behaviour change: 0.27.1's runner already had `max(1, L)` rows."
+    assert legacy_runner_prefill_lookahead(spec) == runner_prefill_lookahead(num_prefill_lookahead_tokens(spec))
+
+@given(specs, st.integers(0, 64), st.integers(1, 64), st.integers(1, 64))
+def test_legacy_scheduler_reserves_nothing(spec, num_computed, num_new, extra):
+    "A reservation of 0.27.1's number never shrinks a chunk."
+    n = num_computed + num_new + extra
+    assert reserve_prefill_lookahead(n, num_computed, num_new, legacy_scheduler_prefill_lookahead(spec)) == num_new
 
 def test_legacy_consumers_drift():
-    "A counterexample: some configuration where a legacy consumer's number is not the contract's."
+    "A counterexample: some configuration where a 0.27.1 consumer's number is not the contract's."
     spec, mamba = find(st.tuples(specs, st.booleans()), lambda t: disagreeing_consumers(*t) != ())
     assert spec.use_multi_module_mtp()
 
@@ -54,5 +91,5 @@ def test_legacy_drift_is_exactly_multi_module_mtp():
                 s = SpeculativeConfig(m, k, mods)
                 for mamba in (False, True):
                     d = disagreeing_consumers(s, mamba)
-                    assert bool(d) == s.use_multi_module_mtp()
-                    assert 'scheduler' not in d and 'kv_cache_planner' not in d
+                    assert bool(d) == s.use_multi_module_mtp() and 'runner' not in d
+                    if d: assert {'scheduler', 'kv_cache_planner', 'kv_cache_coordinator'} <= set(d)

@@ -64,9 +64,9 @@ def test_sliding_window_keeps_extra_retained(extra, kept):
 
 def test_planner_extra_retained_follows_contract():
     mtp = SpeculativeConfig('mtp', 4, num_mtp_modules=4)
-    for fixes in (Fixes(), Fixes().off('lookahead_contract')):
+    for fixes, extra in ((Fixes(), 3), (Fixes().off('lookahead_contract'), 0)):  # 0.27.1 keeps no extra tokens
         cfg = get_kv_cache_config(VllmConfig(mtp, ModelConfig((LayerSpec('sliding_window', 16),)), fixes=fixes), 8)
-        assert cfg.kv_cache_groups[0].kv_cache_spec.extra_retained_tokens == 3
+        assert cfg.kv_cache_groups[0].kv_cache_spec.extra_retained_tokens == extra
     cfg = get_kv_cache_config(VllmConfig(SpeculativeConfig('eagle', 4), ModelConfig((LayerSpec('sliding_window', 16),))), 8)
     assert cfg.kv_cache_groups[0].kv_cache_spec.extra_retained_tokens == 0
 
@@ -98,3 +98,40 @@ def test_slot_checker_kinds():
     assert chk.check_write('b', 0, [0])[0].kind == 'cached_block' and chk.check_write('b', 0, [8]) == []
     assert chk.check_write('a', 0, [0]) == []  # a produced that block; b only reads it
     assert chk.counts() == {'out_of_allocation': 1, 'cached_block': 1}
+
+
+def _hit(kvm, tokens): return kvm.get_computed_blocks(Request('probe', tokens, block_size=4))[1]
+
+@pytest.mark.parametrize('n,probe', [(12, 13), (16, 17), (20, 25), (8, 9)])
+def test_eagle_drop_loses_one_block_with_one_group(n, probe):
+    "0.33.0's UnitaryKVCacheCoordinator: the capped hit, minus one block for an EAGLE/MTP drafter."
+    for use_eagle in (False, True):
+        kvm = manager(num_blocks=32) if not use_eagle else KVCacheManager(manager(num_blocks=32).kv_cache_config, 64, use_eagle=True)
+        kvm.allocate_slots(Request('a', list(range(n)), block_size=4), n)
+        capped = min(n, probe - 1) // 4 * 4
+        assert _hit(kvm, list(range(probe))) == (max(0, capped - 4) if use_eagle else capped)
+
+def test_eagle_drop_with_two_groups_looks_one_block_further():
+    "0.33.0's HybridKVCacheCoordinator: a cached block after the hit proves its tail; no drop then."
+    kvm = manager(layers=('full_attention', 'gdn'), num_blocks=32)
+    kvm = KVCacheManager(kvm.kv_cache_config, 64, use_eagle=True)
+    kvm.allocate_slots(Request('a', list(range(16)), block_size=4), 16)
+    assert _hit(kvm, list(range(16))) == 12
+    assert _hit(kvm, list(range(15)) + [99]) == 8
+    assert _hit(kvm, list(range(13))) == 8   # the request has no hash for block 3: nothing proves block 2's tail
+
+@pytest.mark.parametrize('reprefillable', [0, 1, 3, 5])
+def test_publication_holds_back_the_reprefillable_tail(reprefillable):
+    "0.33.0's KVCacheCoordinator.get_num_cacheable_tokens: the last `L - 1` computed tokens are never published."
+    for n in range(1, 30):
+        kvm = KVCacheManager(manager(num_blocks=32).kv_cache_config, 64, num_reprefillable_tokens=reprefillable)
+        kvm.allocate_slots(Request('a', list(range(n)), block_size=4), n)
+        assert _hit(kvm, list(range(n)) + [99]) == max(0, n - reprefillable) // 4 * 4
+
+def test_publication_rule_is_the_schedulers_choice():
+    from vllm_pd_spec.engine.scheduler import Scheduler
+    mtp = SpeculativeConfig('mtp', 4, num_mtp_modules=4)
+    for fixes, r in ((Fixes(), 3), (Fixes().off('lookahead_contract'), 0)):
+        s = Scheduler(VllmConfig(mtp, ModelConfig((LayerSpec('full_attention'),), 4), fixes=fixes))
+        assert s.kv_cache_manager.num_reprefillable_tokens == r and s.kv_cache_manager.use_eagle
+    with pytest.raises(ValueError, match='num_reprefillable_tokens'): KVCacheManager(manager().kv_cache_config, 64, num_reprefillable_tokens=-1)

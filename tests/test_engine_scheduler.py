@@ -207,3 +207,18 @@ def test_limits_come_from_the_config():
     s = sched(VllmConfig(model=FULL), num_blocks=12, max_num_batched_tokens=7, max_num_seqs=2)
     assert (s.max_num_scheduled_tokens, s.max_num_running_reqs, s.kv_cache_config.num_blocks) == (7, 2, 12)
     with pytest.raises(TypeError, match='kv_cache_config'): Scheduler(VllmConfig(model=FULL), 64)
+
+def test_waiting_request_skipped_when_the_reserve_leaves_nothing():
+    "vLLM 0.33.0's Scheduler.schedule: a chunk shrunk to 0 skips the request (skip_request) and the loop goes on."
+    full = ModelConfig((LayerSpec('full_attention'),), block_size=4)
+    s = Scheduler(VllmConfig(SpeculativeConfig('mtp', 3, num_mtp_modules=3), full,
+                             scheduler_config=SchedulerConfig(max_num_batched_tokens=6, pad_spec_decode=False),
+                             cache_config=CacheConfig(num_gpu_blocks=64)))
+    for rid, n in (('a', 8), ('b', 3), ('c', 1)): s.add_request(Request(rid, list(range(n)), max_tokens=2))
+    so = s.schedule()
+    assert so.num_scheduled_tokens == {'a': 5, 'c': 1} and [r.request_id for r in s.waiting] == ['b']
+    for _ in range(6):  # b runs once the budget can cover it
+        s.update_from_output(so, toy_runner_output(s, so))
+        so = s.schedule()
+        if 'b' in so.num_scheduled_tokens: break
+    assert so.num_scheduled_tokens['b'] == 3

@@ -18,10 +18,31 @@ def results():
 def test_quick_run(results, fix):
     r = results[fix]
     assert isinstance(r, ExperimentResult) and r.fix == fix
-    assert r.invariant_holds and r.fixed == 0
-    assert r.legacy_consequence_seen and r.legacy > 0
-    assert r.rows and r.setup['quick'] and r.notes
+    assert r.invariant_holds and r.rows and r.notes
+    assert r.legacy_consequence_seen == (fix != 1)  # fix 1: no acceptance or output difference on text-attn
     assert r.seed_figure is None  # the upstream reports give no figure for these three
+    if fix == 4: assert r.fixed == 0 < r.legacy and r.setup['quick']
+
+@pytest.mark.parametrize('fix', [1, 3])
+def test_per_setting_rows(results, fix):
+    "One row per setting for the results table, each with the legacy and the fixed figure."
+    ps = results[fix].per_setting
+    assert ps and all({'setting', 'legacy', 'fixed', 'standalone'} <= set(r) for r in ps)
+    assert len({r['setting'] for r in ps}) == len(ps)
+
+def test_fix1_no_acceptance_lost_and_outputs_kept(results):
+    "text-attn: the 0.27.1 consumers change no output and no acceptance beyond noise; the sliding window's freed reads are legacy-only."
+    rows = results[1].rows
+    assert all(r['outputs_equal'] and not r['differs'] for r in rows if 'differs' in r)
+    assert all(r['legacy_short_chunks'] == r['requests'] and r['fixed_short_chunks'] == 0 for r in rows if r['consumer'] == 'scheduler')
+    assert all(r['fixed'] == 0 < r['legacy'] for r in rows if r['consumer'] == 'kv_cache_planner')
+    assert next(r for r in rows if r['consumer'] == 'runner')['agree'].startswith('897 of 897')
+
+def test_fix3_deaths_lose_every_request_held(results):
+    rows = results[3].rows
+    assert all(r['fixed_deaths'] == r['fixed_lost'] == 0 for r in rows)
+    assert sum(r['legacy_lost'] for r in rows if r['scenario'] == 'stream') > sum(r['legacy_deaths'] for r in rows if r['scenario'] == 'stream') > 0
+    assert results[3].legacy > results[3].fixed == 0
 
 @pytest.mark.parametrize('fix', sorted(MODULES))
 def test_json_fields(results, fix):
@@ -39,12 +60,7 @@ def test_progress_bar_is_driven():
         assert len(bars) == 1 and bars[0].n == bars[0].total > 0
 
 def test_fix3_engine_agrees_with_contract(results):
-    assert all(r['agree'] == r['of'] for r in results[3].rows)
-
-def test_fix1_planner_does_not_drift_but_control_drops(results):
-    rows = results[1].rows
-    assert all(r['legacy_dropped_reads'] == r['fixed_dropped_reads'] == 0 for r in rows)
-    assert all(r['control_dropped_reads'] > 0 for r in rows)
+    assert all(r['agree'] == r['of'] for r in results[3].rows if 'agree' in r)
 
 def test_fix4_stream_corrupts_blocks_only_in_legacy(results):
     stream = [r for r in results[4].rows if r['scenario'] == 'stream']
@@ -60,4 +76,4 @@ def test_reproduce_cli(tmp_path):
     assert r.returncode == 0, r.stderr
     d = json.loads(out.read_text())
     assert isinstance(d, list) and [x['fix'] for x in d] == [1, 3, 4]
-    assert all(FIELDS <= set(x) and x['invariant_holds'] and x['legacy_consequence_seen'] for x in d)
+    assert all(FIELDS <= set(x) and x['invariant_holds'] and x['legacy_consequence_seen'] == (x['fix'] != 1) for x in d)

@@ -13,7 +13,7 @@ def test_table_for_multi_module_mtp_with_mamba():
     r = cli('--method', 'mtp', '-k', '3', '--mtp-modules', '3', '--mamba')
     assert r.returncode == 0, r.stderr
     lines = {l.split()[0]: l.split()[1:] for l in r.stdout.splitlines() if l and l.split()[0].islower() and len(l.split()) >= 3}
-    assert lines['prefill_backoff'][:3] == ['2', '1', '!'] and lines['num_prefill_lookahead_tokens'] == ['3', '3']
+    assert lines['prefill_backoff'][:3] == ['2', '1', '!'] and lines['num_prefill_lookahead_tokens'][:3] == ['3', '1', '!']  # vLLM 0.27.1's scheduler: 1 (no runway)
     assert 'nbs/02_prefill_backoff.ipynb' in r.stdout and 'nbs/05_gdn_decode_detection.ipynb' in r.stdout
 
 def test_json_keys():

@@ -79,7 +79,8 @@ def test_shared_prefix_lossless(m32, examples):
         while eng.has_work(): eng.step()
         got.append(eng.outputs[f's{i}'])
     assert got == [spec_decode(m32, p, 8)[0] for p in prompts]
-    assert eng.scheduler.requests == {} and max(eng.finished[f's{i}'].num_cached_tokens for i in range(1, 3)) >= 32
+    # EAGLE drops the hit's last block (its drafter KV read the token after the shared prefix): 16 of the 32 tokens
+    assert eng.scheduler.requests == {} and max(eng.finished[f's{i}'].num_cached_tokens for i in range(1, 3)) == 16
 
 
 def test_engine_leaves_the_callers_model_where_it_was():

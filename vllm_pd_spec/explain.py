@@ -68,9 +68,10 @@ def build_deployment(source:dict|None=None, # field -> where it came from (a fla
 
 # %% ../nbs/08_explain.ipynb #59decde0
 HAZARDS = {  # key prefix: (fix, notebook, what goes wrong when the legacy number is used)
-    'num_prefill_lookahead_tokens': (1, 'nbs/01_lookahead.ipynb', 'consumers read different lookaheads'),
+    'num_prefill_lookahead_tokens': (1, 'nbs/01_lookahead.ipynb', "the scheduler's runway: a prefill chunk may end fewer than "
+        "L tokens before the prompt's end, and the drafter's later modules read past the prompt (vLLM 0.27.1 reserves none)"),
     'runner_prefill_lookahead': (1, 'nbs/01_lookahead.ipynb', "the runner keeps fewer next-prefill tokens than the "
-        "multi-module drafter reads at a chunk boundary: it drafts from drafts instead of prompt tokens"),
+        "drafter reads at a chunk boundary (never with vLLM 0.27.1's rows, which equal max(1, L))"),
     'extra_retained_tokens': (1, 'nbs/01_lookahead.ipynb', 'a sliding window keeps too few blocks for the drafter to re-prefill'),
     'prefill_backoff': (2, 'nbs/02_prefill_backoff.ipynb', "P computes prompt positions whose MTP KV embeds unverified "
         "drafts, and ships them; D never repairs them: acceptance collapses (seed: 1.089), outputs stay lossless"),

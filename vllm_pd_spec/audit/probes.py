@@ -13,9 +13,10 @@ from .harness import *
 # %% auto #0
 __all__ = ['NIXL_SCHEDULERS', 'P_SIDE_SCHEDULERS', 'D_COUNTS', 'TRUNCATORS', 'P_HOOKS', 'ASSERT_FIRES',
            'probe_prefill_lookahead_property', 'perturbed_config', 'probe_lookahead_consumers', 'eval_consumer',
-           'probe_reserve_prefill_lookahead', 'backoff_cases', 'show_backoff', 'connector_scheduler', 'p_side_hooks',
-           'p_side', 'truncating_hook', 'our_p_side', 'probe_backoff', 'prefix_cache', 'replay_53514', 'probe_ordering',
-           'real_scheduler_factory', 'replay_53514_scheduler', 'probe_ordering_scheduler']
+           'probe_reserve_prefill_lookahead', 'published_hit', 'probe_kv_cache_publication', 'backoff_cases',
+           'show_backoff', 'connector_scheduler', 'p_side_hooks', 'p_side', 'truncating_hook', 'our_p_side',
+           'probe_backoff', 'prefix_cache', 'replay_53514', 'probe_ordering', 'real_scheduler_factory',
+           'replay_53514_scheduler', 'probe_ordering_scheduler']
 
 # %% ../../nbs/07b_audit_probes.ipynb #129045d2
 def _lookahead():
@@ -34,7 +35,7 @@ def probe_prefill_lookahead_property()->list:
                      lambda c: prop.fget(vllm_config(c)),
                      lambda c: L.num_prefill_lookahead_tokens(our_spec(c)),
                      lambda c: L.legacy_scheduler_prefill_lookahead(our_spec(c)), show=show_spec,
-                     note='values equal the pre-contract derivation by design; the consumers below show who reads it')]
+                     note='legacy: the vLLM 0.27.1 scheduler (1 for any eagle-family drafter); the consumers below show who reads it')]
 
 # %% ../../nbs/07b_audit_probes.ipynb #cf93393c
 def perturbed_config(case, delta:int):
@@ -142,6 +143,37 @@ def probe_reserve_prefill_lookahead()->list:
                      show=lambda x: f'num_tokens={x[0]} computed={x[1]} new={x[2]} lookahead={x[3]}',
                      note='legacy: no reservation (the chunk may end inside the lookahead window)')]
 
+# %% ../../nbs/07b_audit_probes.ipynb #5e667a75
+def published_hit(num_computed:int, # prompt tokens the first request computed
+                  block_size:int, # tokens per block
+                  lookahead:int # `num_prefill_lookahead` handed to vLLM's `KVCacheManager`
+                 )->int:
+    "What vLLM's prefix cache published for a request that computed `num_computed` tokens: a longer sibling's hit."
+    mgr, hasher = prefix_cache(block_size, lookahead)
+    first = vllm_request(num_computed, block_hasher=hasher, rid='first')
+    mgr.get_computed_blocks(first)
+    mgr.allocate_slots(first, num_computed)
+    first.num_computed_tokens = num_computed
+    mgr.free(first)
+    return mgr.get_computed_blocks(vllm_request(num_computed + 2 * block_size, block_hasher=hasher, rid='second'))[1]
+
+@probe(fix=1)
+def probe_kv_cache_publication()->list:
+    "Fix 1: what vLLM's KV-cache coordinator publishes to the prefix cache, against `num_cacheable_tokens`."
+    L = _lookahead()
+    name = '1. lookahead consumer: KV-cache coordinator publication'
+    path = 'vllm.v1.core.kv_cache_manager:KVCacheManager'
+    if locate(path) is None or locate('vllm.v1.request:Request') is None: return [missing(name, path)]
+    coord = locate('vllm.v1.core.kv_cache_coordinator:KVCacheCoordinator')
+    fn = getattr(coord, 'get_num_cacheable_tokens', None) or getattr(coord, 'cache_blocks', None)  # 0.33.0, or 0.27.1's
+    loc = where(fn) if fn is not None else path
+    B = 4
+    cases = [(n, B, la) for la in range(6) for n in range(1, 26)]
+    return [classify(name, loc, cases, lambda c: published_hit(*c), lambda c: L.num_cacheable_tokens(c[0], c[2]) // B * B,
+                     lambda c: c[0] // B * B, show=lambda c: f'{c[0]} computed, block {B}, lookahead {c[2]}',
+                     note="ran KVCacheManager (prefix caching on); a longer sibling's hit; legacy: every full block published")]
+
+
 # %% ../../nbs/07b_audit_probes.ipynb #0eea1b47
 NIXL_SCHEDULERS = ('vllm.distributed.kv_transfer.kv_connector.v1.nixl.base_scheduler:NixlBaseConnectorScheduler',
                    'vllm.distributed.kv_transfer.kv_connector.v1.nixl.scheduler:NixlConnectorScheduler',
@@ -241,7 +273,9 @@ def _scheduler_calls_on_new_request()->bool|None:
     if fn is None: return None
     return 'on_new_request(' in inspect.getsource(fn)
 
-def prefix_cache(block_size:int=4):
+def prefix_cache(block_size:int=4, # tokens per block
+                 num_prefill_lookahead:int=0 # passed where the manager takes it (0.33.0)
+                ):
     "vLLM's real `KVCacheManager` (one full-attention group, prefix caching on) and its block hasher."
     torch = importlib.import_module('torch')
     I = importlib.import_module('vllm.v1.kv_cache_interface')
@@ -254,6 +288,7 @@ def prefix_cache(block_size:int=4):
     params = inspect.signature(KVM).parameters
     kw = dict(max_model_len=256, enable_caching=True)
     if 'scheduler_block_size' in params: kw.update(scheduler_block_size=block_size, hash_block_size=block_size)
+    if 'num_prefill_lookahead' in params: kw.update(num_prefill_lookahead=num_prefill_lookahead)
     return KVM(cfg, **kw), ku.get_request_block_hasher(block_size, hash_fn)
 
 def replay_53514(cls, # a NIXL connector scheduler class

@@ -1,4 +1,4 @@
-"""`num_prefill_lookahead_tokens`: how far past the target's computed tokens the drafter reads during a prefill, derived once and read by the scheduler, the KV-cache manager, the KV connector and the model runner.
+"""`num_prefill_lookahead_tokens`: how far past the target's computed tokens the drafter reads during a prefill, derived once and read by the scheduler, the KV-cache planner, the KV-cache coordinator, the KV connector and the model runner.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/lookahead.html.md"""
 
@@ -6,7 +6,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/lookahead.html.md"""
 
 # %% auto #0
 __all__ = ['CONSUMERS', 'num_prefill_lookahead_tokens', 'reserve_prefill_lookahead', 'extra_retained_tokens',
-           'runner_prefill_lookahead', 'legacy_scheduler_prefill_lookahead', 'legacy_extra_retained_tokens',
+           'num_reprefillable_tokens', 'num_cacheable_tokens', 'runner_prefill_lookahead',
+           'legacy_scheduler_prefill_lookahead', 'legacy_extra_retained_tokens', 'legacy_num_reprefillable_tokens',
            'legacy_connector_backoff', 'legacy_runner_prefill_lookahead', 'consumer_lookaheads',
            'disagreeing_consumers']
 
@@ -14,10 +15,20 @@ __all__ = ['CONSUMERS', 'num_prefill_lookahead_tokens', 'reserve_prefill_lookahe
 from ..config import SpeculativeConfig, METHODS
 
 # %% ../../nbs/01_lookahead.ipynb #71c6ad47
+def _check_spec(spec):
+    if spec is not None and not isinstance(spec, SpeculativeConfig):
+        raise TypeError(f'spec={spec!r}: a SpeculativeConfig or None')
+    return spec
+
+def _check_count(name:str, value)->int:
+    if not isinstance(value, int) or isinstance(value, bool): raise TypeError(f'{name}={value!r}: an int')
+    if value < 0: raise ValueError(f'{name}={value!r}: must be >= 0')
+    return value
+
 def num_prefill_lookahead_tokens(spec:SpeculativeConfig|None # the speculative config, or None
                                 )->int:
     "Tokens past the target's computed prefix that the drafter reads during a prefill."
-    if spec is None or not spec.use_eagle(): return 0
+    if _check_spec(spec) is None or not spec.use_eagle(): return 0
     return spec.num_speculative_tokens if spec.use_multi_module_mtp() else 1
 
 # %% ../../nbs/01_lookahead.ipynb #578e0be4
@@ -27,6 +38,8 @@ def reserve_prefill_lookahead(num_tokens:int, # the request's prefill length (pr
                               lookahead:int # `num_prefill_lookahead_tokens`
                              )->int:
     "The new `num_new`: never end a prefill chunk with `0 < remaining < lookahead`."
+    for name, v in dict(num_tokens=num_tokens, num_computed=num_computed, num_new=num_new, lookahead=lookahead).items():
+        _check_count(name, v)
     if num_computed >= num_tokens: return num_new
     remaining = num_tokens - num_computed - num_new
     if 0 < remaining < lookahead: num_new -= lookahead - remaining
@@ -36,56 +49,73 @@ def reserve_prefill_lookahead(num_tokens:int, # the request's prefill length (pr
 def extra_retained_tokens(lookahead:int # `num_prefill_lookahead_tokens`
                          )->int:
     "Tokens a sliding-window layer keeps beyond its window for the drafter to re-prefill."
-    return max(0, lookahead - 1)
+    return max(0, _check_count('lookahead', lookahead) - 1)
 
 # %% ../../nbs/01_lookahead.ipynb #9d4d6eb1
+def num_reprefillable_tokens(lookahead:int # `num_prefill_lookahead_tokens`
+                            )->int:
+    "Trailing computed tokens whose drafter KV the next step may still rewrite (never published)."
+    return max(0, _check_count('lookahead', lookahead) - 1)
+
+def num_cacheable_tokens(num_computed_tokens:int, # tokens whose KV is (or is being) computed
+                         lookahead:int # `num_prefill_lookahead_tokens`
+                        )->int:
+    "The prefix the prefix cache may publish: everything but the re-prefillable tail."
+    return max(0, _check_count('num_computed_tokens', num_computed_tokens) - num_reprefillable_tokens(lookahead))
+
+# %% ../../nbs/01_lookahead.ipynb #3952a5b1
 def runner_prefill_lookahead(lookahead:int # `num_prefill_lookahead_tokens`
                             )->int:
     "Rows of the runner's `next_prefill_tokens` buffer."
-    return max(1, lookahead)
+    return max(1, _check_count('lookahead', lookahead))
 
-# %% ../../nbs/01_lookahead.ipynb #3952a5b1
 def _connector_backoff(has_mamba:bool, lookahead:int)->int: return max(1 if has_mamba else 0, lookahead - 1)
 
 # %% ../../nbs/01_lookahead.ipynb #c9373f29
 def legacy_scheduler_prefill_lookahead(spec:SpeculativeConfig|None # the speculative config, or None
                                       )->int:
-    "The scheduler's own pre-contract derivation (`Scheduler.__init__` before #55055)."
-    lookahead = 0
-    if spec is not None and spec.use_eagle():
-        lookahead = spec.num_speculative_tokens if spec.use_multi_module_mtp() else 1
-    return lookahead
+    "0.27.1's scheduler: `1 if use_eagle else 0` (encoder inputs); no chunk reservation, which 1 never triggers."
+    return 1 if _check_spec(spec) is not None and spec.use_eagle() else 0
 
 def legacy_extra_retained_tokens(spec:SpeculativeConfig|None # the speculative config, or None
                                 )->int:
-    "The KV-cache planner's own derivation: `num_speculative_tokens - 1 if use_multi_module_mtp() else 0`."
-    return spec.num_speculative_tokens - 1 if spec is not None and spec.use_multi_module_mtp() else 0
+    "0.27.1's planner: sliding windows keep no extra tokens."
+    _check_spec(spec)
+    return 0
+
+def legacy_num_reprefillable_tokens(spec:SpeculativeConfig|None # the speculative config, or None
+                                   )->int:
+    "0.27.1's coordinator: every computed full block is published."
+    _check_spec(spec)
+    return 0
 
 def legacy_connector_backoff(has_mamba:bool # the model has GDN/Mamba layers
                             )->int:
-    "The connector's Mamba-only view: one token off P with recurrent layers, else none."
+    "0.27.1's connector: one token off P with recurrent layers, else none."
+    if not isinstance(has_mamba, bool): raise TypeError(f'has_mamba={has_mamba!r}: a bool')
     return 1 if has_mamba else 0
 
 def legacy_runner_prefill_lookahead(spec:SpeculativeConfig|None # the speculative config, or None
                                    )->int:
-    "The runner's single `next_prefill_tokens` row (a `[max_num_reqs]` buffer), whatever the drafter."
-    return 1
+    "0.27.1's runner: `num_speculative_steps if use_multi_module_mtp() else 1` rows."
+    return spec.num_speculative_tokens if _check_spec(spec) is not None and spec.use_multi_module_mtp() else 1
 
 # %% ../../nbs/01_lookahead.ipynb #0b35e14a
-CONSUMERS = ('scheduler', 'kv_cache_planner', 'connector', 'runner')
+CONSUMERS = ('scheduler', 'kv_cache_planner', 'kv_cache_coordinator', 'connector', 'runner')
 
 def consumer_lookaheads(spec:SpeculativeConfig|None, # the speculative config, or None
                         has_mamba:bool=False # the model has GDN/Mamba layers
                        )->dict:
-    "Each consumer's number under the fixed contract and under its own legacy derivation: `{consumer: (fixed, legacy)}`."
+    "Each consumer's number under the fixed contract and in vLLM 0.27.1: `{consumer: (fixed, legacy)}`."
     L = num_prefill_lookahead_tokens(spec)
     return dict(scheduler=(L, legacy_scheduler_prefill_lookahead(spec)),
                 kv_cache_planner=(extra_retained_tokens(L), legacy_extra_retained_tokens(spec)),
+                kv_cache_coordinator=(num_reprefillable_tokens(L), legacy_num_reprefillable_tokens(spec)),
                 connector=(_connector_backoff(has_mamba, L), legacy_connector_backoff(has_mamba)),
                 runner=(runner_prefill_lookahead(L), legacy_runner_prefill_lookahead(spec)))
 
 def disagreeing_consumers(spec:SpeculativeConfig|None, # the speculative config, or None
                           has_mamba:bool=False # the model has GDN/Mamba layers
                          )->tuple:
-    "The consumers whose legacy number differs from the contract's."
+    "The consumers whose 0.27.1 number differs from the contract's."
     return tuple(c for c, (f, l) in consumer_lookaheads(spec, has_mamba).items() if f != l)

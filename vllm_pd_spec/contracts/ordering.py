@@ -6,8 +6,9 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/truncation_ordering.html.md"""
 
 # %% auto #0
 __all__ = ['local_prefix_hit', 'on_new_request', 'legacy_on_new_request', 'get_num_new_matched_tokens',
-           'legacy_get_num_new_matched_tokens', 'make_p_request', 'schedule_num_new_tokens',
-           'legacy_schedule_num_new_tokens', 'legacy_assertion_fires', 'legacy_gives_zero']
+           'legacy_get_num_new_matched_tokens', 'truncated_length', 'schedule_num_new_tokens',
+           'legacy_schedule_num_new_tokens', 'make_p_request', 'simulate_num_new_tokens', 'legacy_assertion_fires',
+           'legacy_gives_zero']
 
 # %% ../../nbs/03_truncation_ordering.ipynb #5a20f736
 from ..config import make_kv_transfer_params, cdiv
@@ -15,11 +16,17 @@ from .backoff import truncate_request_for_prefill
 from types import SimpleNamespace
 
 # %% ../../nbs/03_truncation_ordering.ipynb #06275585
+def _count(name:str, value, least:int=0)->int:
+    if not isinstance(value, int) or isinstance(value, bool): raise TypeError(f'{name}={value!r}: an int')
+    if value < least: raise ValueError(f'{name}={value!r}: must be >= {least}')
+    return value
+
 def local_prefix_hit(num_tokens:int, # the request's length when the lookup runs
                      prefix_hit:int, # leading prompt tokens whose KV is in the local prefix cache
                      block_size:int # tokens per KV block
                     )->int:
     "`num_computed_tokens` from the local prefix cache: whole blocks, capped at `num_tokens - 1`."
+    _count('num_tokens', num_tokens, 1); _count('prefix_hit', prefix_hit); _count('block_size', block_size, 1)
     return min(prefix_hit, num_tokens - 1) // block_size * block_size
 
 # %% ../../nbs/03_truncation_ordering.ipynb #75617fd8
@@ -55,43 +62,64 @@ def legacy_get_num_new_matched_tokens(request, # a request with `kv_transfer_par
     return 0, False
 
 # %% ../../nbs/03_truncation_ordering.ipynb #8a28531f
-def make_p_request(num_prompt_tokens:int # prompt length
-                  ):
-    "A P-side request (`do_remote_decode=True`) with prompt `0..num_prompt_tokens-1`."
-    return SimpleNamespace(prompt_token_ids=list(range(num_prompt_tokens)), num_prompt_tokens=num_prompt_tokens,
-                           max_tokens=16, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True))
+def truncated_length(num_prompt_tokens:int, # N, the prompt as it arrives
+                     backoff:int, # b, `prefill_backoff(...)`
+                    )->int:
+    "The prompt's length after the P-side truncation: `N - b` when `0 < b < N`, else `N`."
+    _count('num_prompt_tokens', num_prompt_tokens, 1); _count('backoff', backoff)
+    return num_prompt_tokens - backoff if 0 < backoff < num_prompt_tokens else num_prompt_tokens
 
-def _with_hooks(hooks:tuple, num_prompt_tokens:int, block_size:int, prefix_hit:int, backoff:int, attempts:int)->int:
-    "`num_new_tokens` with the hooks `(on_new_request, get_num_new_matched_tokens)` run in upstream's order."
-    on_new, get_matched = hooks
-    req = make_p_request(num_prompt_tokens)
-    on_new(req, backoff)
-    for _ in range(attempts):
-        num_computed = local_prefix_hit(req.num_prompt_tokens, prefix_hit, block_size)
-        num_external, _ = get_matched(req, num_computed, backoff)
-    return req.num_prompt_tokens - num_computed - num_external
+def _check_attempts(attempts): _count('attempts', attempts, 1)
 
 def schedule_num_new_tokens(num_prompt_tokens:int, # prompt length as the request arrives
                             block_size:int, # tokens per KV block
                             prefix_hit:int, # leading prompt tokens in the local prefix cache
                             backoff:int, # `prefill_backoff(...)`
                             *,
-                            attempts:int=1 # times the waiting request is tried (e.g. no free blocks at first)
+                            attempts:int=1 # times the waiting request is tried (the truncation happens once)
                            )->int:
-    "The scheduler's `num_new_tokens` for a new P-side request, with the fixed hooks."
-    return _with_hooks((on_new_request, get_num_new_matched_tokens), num_prompt_tokens, block_size, prefix_hit,
-                           backoff, attempts)
+    "The scheduler's `num_new_tokens` for a new P-side request, fixed order: truncate, then look up."
+    _check_attempts(attempts)
+    n = truncated_length(num_prompt_tokens, backoff)
+    return n - local_prefix_hit(n, prefix_hit, block_size)
 
 def legacy_schedule_num_new_tokens(num_prompt_tokens:int, # prompt length as the request arrives
                                    block_size:int, # tokens per KV block
                                    prefix_hit:int, # leading prompt tokens in the local prefix cache
                                    backoff:int, # `prefill_backoff(...)`
                                    *,
-                                   attempts:int=1 # times the waiting request is tried
+                                   attempts:int=1 # times the waiting request is tried (the count is the last try's)
                                   )->int:
-    "The scheduler's `num_new_tokens` for a new P-side request, with the legacy hooks."
-    return _with_hooks((legacy_on_new_request, legacy_get_num_new_matched_tokens), num_prompt_tokens, block_size,
-                           prefix_hit, backoff, attempts)
+    "The scheduler's `num_new_tokens` for a new P-side request, legacy order: look up, then truncate."
+    _check_attempts(attempts)
+    n = truncated_length(num_prompt_tokens, backoff)
+    looked_up = num_prompt_tokens if attempts == 1 else n  # a retry looks up the request its first try truncated
+    return n - local_prefix_hit(looked_up, prefix_hit, block_size)
+
+# %% ../../nbs/03_truncation_ordering.ipynb #e6f7a8b9
+def make_p_request(num_prompt_tokens:int # prompt length
+                  ):
+    "A P-side request (`do_remote_decode=True`) with prompt `0..num_prompt_tokens-1` (memory grows with the length)."
+    _count('num_prompt_tokens', num_prompt_tokens, 1)
+    return SimpleNamespace(prompt_token_ids=list(range(num_prompt_tokens)), num_prompt_tokens=num_prompt_tokens,
+                           max_tokens=16, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True))
+
+def simulate_num_new_tokens(num_prompt_tokens:int, # prompt length as the request arrives
+                            block_size:int, # tokens per KV block
+                            prefix_hit:int, # leading prompt tokens in the local prefix cache
+                            backoff:int, # `prefill_backoff(...)`
+                            fixed:bool=True, # the fixed hooks, or the legacy ones
+                            attempts:int=1, # times the waiting request is tried
+                           )->int:
+    "`num_new_tokens` from running the hooks `(on_new_request, get_num_new_matched_tokens)` in upstream's order."
+    on_new, get_matched = ((on_new_request, get_num_new_matched_tokens) if fixed else
+                           (legacy_on_new_request, legacy_get_num_new_matched_tokens))
+    req = make_p_request(num_prompt_tokens)
+    on_new(req, backoff)
+    for _ in range(attempts):
+        num_computed = local_prefix_hit(req.num_prompt_tokens, prefix_hit, block_size)
+        num_external, _ = get_matched(req, num_computed, backoff)
+    return req.num_prompt_tokens - num_computed - num_external
 
 # %% ../../nbs/03_truncation_ordering.ipynb #6becdb8a
 def legacy_assertion_fires(num_prompt_tokens:int, # N
@@ -100,7 +128,8 @@ def legacy_assertion_fires(num_prompt_tokens:int, # N
                            backoff:int # b
                           )->bool:
     "Closed form: the legacy order gives `num_new_tokens <= 0` (the scheduler's assertion fires)."
-    N, B, h, b = num_prompt_tokens, block_size, prefix_hit, backoff
+    N, B, h, b = (_count('num_prompt_tokens', num_prompt_tokens, 1), _count('block_size', block_size, 1),
+                  _count('prefix_hit', prefix_hit), _count('backoff', backoff))
     return b > 0 and N > b and cdiv(N - b, B) * B <= min(h, N - 1)
 
 def legacy_gives_zero(num_prompt_tokens:int, # N
@@ -109,5 +138,6 @@ def legacy_gives_zero(num_prompt_tokens:int, # N
                       backoff:int # b
                      )->bool:
     "Closed form: the legacy order gives exactly `num_new_tokens == 0`."
-    N, B, h, b = num_prompt_tokens, block_size, prefix_hit, backoff
+    N, B, h, b = (_count('num_prompt_tokens', num_prompt_tokens, 1), _count('block_size', block_size, 1),
+                  _count('prefix_hit', prefix_hit), _count('backoff', backoff))
     return b > 0 and N > b and (N - b) % B == 0 and N - b <= min(h, N - 1) < N - b + B

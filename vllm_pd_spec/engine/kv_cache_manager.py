@@ -1,4 +1,4 @@
-"""KV groups (full attention, sliding window, GDN state), prefix-cache lookup capped at `num_tokens - 1`, `allocate_slots` with lookahead, and a checker that every KV write lands in the writer's own slots.
+"""KV groups (full attention, sliding window, GDN state), prefix-cache lookup capped at `num_tokens - 1` with the EAGLE/MTP last-block drop, publication of finalized blocks only, `allocate_slots` with lookahead, and a checker that every KV write lands in the writer's own slots.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/engine_kv_cache.html.md"""
 
@@ -58,7 +58,7 @@ class KVCacheConfig:
 
 # %% ../../nbs/12_engine_kv_cache.ipynb #b8144758
 def planner_extra_retained_tokens(vllm_config:VllmConfig)->int:
-    "The sliding window's `extra_retained_tokens`: the contract (fix 1 on) or the planner's own derivation."
+    "The sliding window's `extra_retained_tokens`: the contract (fix 1 on) or vLLM 0.27.1's planner (none)."
     spec = vllm_config.speculative_config
     if vllm_config.fixes.lookahead_contract: return lookahead.extra_retained_tokens(lookahead.num_prefill_lookahead_tokens(spec))
     return lookahead.legacy_extra_retained_tokens(spec)
@@ -211,8 +211,13 @@ class KVCacheManager:
                  kv_cache_config:KVCacheConfig, # groups and number of blocks
                  max_model_len:int, # longest sequence
                  enable_caching:bool=True, # prefix caching on
+                 use_eagle:bool=False, # drop a hit's last block (EAGLE, EAGLE3, MTP drafters)
+                 num_reprefillable_tokens:int=0, # trailing computed tokens never published (fix 1)
                 ):
+        if not isinstance(num_reprefillable_tokens, int) or num_reprefillable_tokens < 0:
+            raise ValueError(f'num_reprefillable_tokens={num_reprefillable_tokens!r}: an int >= 0')
         self.kv_cache_config, self.max_model_len, self.enable_caching = kv_cache_config, max_model_len, enable_caching
+        self.use_eagle, self.num_reprefillable_tokens = use_eagle, num_reprefillable_tokens
         self.block_size = kv_cache_config.block_size
         self.block_pool = BlockPool(kv_cache_config.num_blocks, enable_caching)
         self.managers = [_MANAGERS[type(g.kv_cache_spec)](g.kv_cache_spec, self.block_pool, i)
@@ -223,14 +228,23 @@ class KVCacheManager:
     def usage(self)->float: return self.block_pool.get_usage()
     def create_empty_block_list(self)->KVCacheBlocks: return KVCacheBlocks(tuple([] for _ in self.managers))
 
-    def find_longest_cache_hit(self, block_hashes:list, max_cache_hit_length:int)->tuple:
-        "Blocks per group and the hit length every group agrees on."
-        length = max_cache_hit_length // self.block_size * self.block_size
+    def _agreed_hit(self, block_hashes:list, length:int)->tuple:
+        "Every group's longest hit within `length`, shortened until the groups agree."
         while True:
             hits = [m.find_longest_cache_hit(block_hashes, length) for m in self.managers]
             new = min(len(h) for h in hits) * self.block_size
             if new == length: return tuple(hits), length
             length = new
+
+    def find_longest_cache_hit(self, block_hashes:list, max_cache_hit_length:int)->tuple:
+        "Blocks per group and the hit length every group agrees on, after the EAGLE/MTP drop."
+        bs = self.block_size
+        hits, length = self._agreed_hit(block_hashes, max_cache_hit_length // bs * bs)
+        if not self.use_eagle or length == 0: return hits, length
+        # several groups: look one block further first; a cached next block keeps the length (0.33.0's eagle margin)
+        reach = min(length + bs, len(block_hashes) * bs) if self.num_kv_cache_groups > 1 else length
+        proved = len(self.managers[0].find_longest_cache_hit(block_hashes, reach)) * bs - bs
+        return self._agreed_hit(block_hashes, min(length, proved)) if proved < length else (hits, length)
 
     def get_computed_blocks(self, request:Request)->tuple:
         "The local prefix-cache hit: `(KVCacheBlocks, num_computed_tokens)`, at most `num_tokens - 1` tokens."
@@ -266,13 +280,19 @@ def allocate_slots(self:KVCacheManager,
     return new
 
 @patch
+def get_num_cacheable_tokens(self:KVCacheManager, num_computed_tokens:int, kv_cache_group_id:int)->int:
+    "The prefix group `kv_cache_group_id` may publish: the drafter's group holds back `num_reprefillable_tokens`."
+    return max(0, num_computed_tokens - self.num_reprefillable_tokens) if kv_cache_group_id == 0 else num_computed_tokens
+
+@patch
 def cache_blocks(self:KVCacheManager, request:Request, num_computed_tokens:int, publish_groups:set|None=None):
-    "Register the full blocks of the first `num_computed_tokens` tokens; groups outside `publish_groups` skip them for good."
+    "Register the full blocks of the first cacheable tokens; groups outside `publish_groups` skip them for good."
     if not self.enable_caching or not request.block_size: return
-    rid, n_full = request.request_id, num_computed_tokens // self.block_size
+    rid = request.request_id
     for i, m in enumerate(self.managers):
-        if publish_groups is None or i in publish_groups: m.cache_blocks(request, num_computed_tokens)
-        else: m.num_cached_block[rid] = max(m.num_cached_block.get(rid, 0), n_full)
+        n = self.get_num_cacheable_tokens(num_computed_tokens, i)
+        if publish_groups is None or i in publish_groups: m.cache_blocks(request, n)
+        else: m.num_cached_block[rid] = max(m.num_cached_block.get(rid, 0), n // self.block_size)
 
 @patch
 def free(self:KVCacheManager, request:Request):

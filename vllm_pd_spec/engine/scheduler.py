@@ -13,7 +13,7 @@ __all__ = ['SchedulerAssertionError', 'Scheduler', 'toy_runner_output', 'ToyRunn
 from fastcore.basics import patch
 from collections import deque
 from ..config import VllmConfig
-from ..contracts import lookahead, slots
+from ..contracts import lookahead, slots, draft_groups
 from .request import Request, RequestStatus
 from .kv_cache_manager import KVCacheConfig, KVCacheManager, FullAttentionSpec, get_kv_cache_config
 from .connector import PDConnectorScheduler
@@ -39,22 +39,29 @@ class Scheduler:
         self.max_num_scheduled_tokens = self.scheduler_config.max_num_batched_tokens
         self.max_num_running_reqs = self.scheduler_config.max_num_seqs
         self.max_model_len = self.scheduler_config.max_model_len
-        self.kv_cache_config = kv_cache_config or get_kv_cache_config(vllm_config)
-        self.kv_cache_manager = KVCacheManager(self.kv_cache_config, self.max_model_len,
-                                               vllm_config.cache_config.enable_prefix_caching)
-        self.block_size = self.kv_cache_config.block_size
-        self.connector = None
-        if vllm_config.role != 'standalone':
-            self.connector = PDConnectorScheduler(vllm_config, engine_id or f'{vllm_config.role}-0', self.kv_cache_config)
         spec = vllm_config.speculative_config
         self.use_eagle = spec is not None and spec.use_eagle()
+        self.use_eagle_block_drop = spec is not None and draft_groups.needs_block_drop(spec.method)
         self.num_spec_tokens = spec.num_speculative_tokens if spec is not None else 0
         # fix 4: DFlash needs k + 1 slots (legacy: k)
         self.num_lookahead_tokens = (slots.num_lookahead_tokens if self.fixes.dflash_slots
                                      else slots.legacy_num_lookahead_tokens)(spec)
-        # fix 1: one number for every consumer (legacy: the scheduler's own derivation)
-        self.num_prefill_lookahead = (lookahead.num_prefill_lookahead_tokens(spec) if self.fixes.lookahead_contract
-                                      else lookahead.legacy_scheduler_prefill_lookahead(spec))
+        # fix 1: one number for every consumer (legacy: vLLM 0.27.1's scheduler reserves no runway, publishes every block)
+        if self.fixes.lookahead_contract:
+            self.num_prefill_lookahead = lookahead.num_prefill_lookahead_tokens(spec)
+            num_reprefillable_tokens = lookahead.num_reprefillable_tokens(self.num_prefill_lookahead)
+        else:
+            self.num_prefill_lookahead = lookahead.legacy_scheduler_prefill_lookahead(spec)
+            num_reprefillable_tokens = lookahead.legacy_num_reprefillable_tokens(spec)
+        self.kv_cache_config = kv_cache_config or get_kv_cache_config(vllm_config)
+        self.kv_cache_manager = KVCacheManager(self.kv_cache_config, self.max_model_len,
+                                               vllm_config.cache_config.enable_prefix_caching,
+                                               use_eagle=self.use_eagle_block_drop,
+                                               num_reprefillable_tokens=num_reprefillable_tokens)
+        self.block_size = self.kv_cache_config.block_size
+        self.connector = None
+        if vllm_config.role != 'standalone':
+            self.connector = PDConnectorScheduler(vllm_config, engine_id or f'{vllm_config.role}-0', self.kv_cache_config)
         self.requests: dict = {}
         self.waiting: deque = deque()
         self.running: list = []
@@ -179,7 +186,7 @@ def _computed_tokens(self:Scheduler, request:Request)->tuple:
 @patch
 def _num_new_tokens_waiting(self:Scheduler, request:Request, num_computed_tokens:int, num_new_local_computed_tokens:int,
                             token_budget:int, prefill_scheduled:bool)->tuple:
-    "`(num_new_tokens, pad_spec_decode)` for a waiting request that computes this step; `(None, False)`: stop admitting."
+    "`(num_new_tokens, pad_spec_decode)` for a waiting request; `(0, False)`: skip it this step; `(None, False)`: stop admitting."
     num_new_tokens = self._num_new_tokens(request.num_tokens, num_computed_tokens)
     if not self.scheduler_config.enable_chunked_prefill and num_new_tokens > token_budget: return None, False
     num_new_tokens = min(num_new_tokens, token_budget)
@@ -187,7 +194,7 @@ def _num_new_tokens_waiting(self:Scheduler, request:Request, num_computed_tokens
         raise SchedulerAssertionError(f'assert num_new_tokens > 0 (request {request.request_id}: num_tokens='
             f'{request.num_tokens}, num_computed_tokens={num_computed_tokens}, local hit={num_new_local_computed_tokens})')
     num_new_tokens = self._reserve_prefill_lookahead(request, num_computed_tokens, num_new_tokens)
-    if num_new_tokens <= 0: return None, False  # the budget cannot keep the drafter's prefill lookahead: next step
+    if num_new_tokens == 0: return 0, False  # the budget cannot keep the drafter's prefill lookahead: skip, try the next
     pad_spec_decode = (self.scheduler_config.pad_spec_decode and self.num_spec_tokens > 0 and num_computed_tokens > 0
                        and not prefill_scheduled and request.num_tokens - num_computed_tokens == 1
                        and num_computed_tokens + 2 + self.num_spec_tokens <= self.max_model_len)
@@ -220,6 +227,7 @@ def _schedule_waiting(self:Scheduler,
             num_new_tokens, pad_spec_decode = self._num_new_tokens_waiting(
                 request, num_computed_tokens, num_new_local_computed_tokens, token_budget, prefill_scheduled)
             if num_new_tokens is None: break
+            if num_new_tokens == 0: skipped_waiting_requests.append(self.waiting.popleft()); continue
         effective_lookahead_tokens = (
             slots.effective_lookahead_tokens(self.num_lookahead_tokens, load_kv_async, self.use_eagle)
             if self.fixes.dflash_slots else  # fix 4: withhold only on an async load (legacy: on a first prefill)
