@@ -6,7 +6,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/engine_offload.html.md"""
 
 # %% auto #0
 __all__ = ['LOAD_MASKS', 'CPUStore', 'OffloadConfig', 'ReqStoreState', 'OffloadMetadata', 'OffloadConnectorScheduler',
-           'StoreAssertionError', 'OffloadConnectorWorker', 'attach_offload', 'offload_worker']
+           'StoreAssertionError', 'OffloadConnectorWorker', 'MultiConnectorScheduler', 'MultiConnectorWorker',
+           'attach_offload', 'offload_worker']
 
 # %% ../../nbs/17_engine_offload.ipynb #e81b18ab
 import torch
@@ -256,21 +257,75 @@ def get_finished(self:OffloadConnectorWorker)->KVConnectorOutput:
     sending, self._sending = self._sending, set()
     return KVConnectorOutput(finished_sending=sending, finished_recving=recving)
 
-# %% ../../nbs/17_engine_offload.ipynb #3fa6f7d9
-def attach_offload(engine, # a standalone `LLMEngine` built with `worker=` this function's worker (see `offload_worker`)
+# %% ../../nbs/17_engine_offload.ipynb #9dca81cc
+class MultiConnectorScheduler:
+    "Several scheduler-side connectors as one: the first with a hit loads; all see every request and step."
+    def __init__(self, connectors:list # scheduler-side connectors, in the order they are asked for hits
+                ):
+        self.connectors, self._loader = list(connectors), {}
+        self.supports_divergent_local_hybrid_hits = all(getattr(c, 'supports_divergent_local_hybrid_hits', False) for c in self.connectors)
+
+    def on_new_request(self, request:Request):
+        for c in self.connectors: c.on_new_request(request)
+
+    def get_num_new_matched_tokens(self, request:Request, num_computed_tokens:int)->tuple:
+        "The first connector's hit that is not empty."
+        for i, c in enumerate(self.connectors):
+            n, load_async = c.get_num_new_matched_tokens(request, num_computed_tokens)
+            if n: self._loader[request.request_id] = i; return n, load_async
+        return 0, False
+
+    def update_state_after_alloc(self, request:Request, blocks:KVCacheBlocks, num_external_tokens:int):
+        i = self._loader.pop(request.request_id, None)
+        for j, c in enumerate(self.connectors): c.update_state_after_alloc(request, blocks, num_external_tokens if j == i else 0)
+
+    def request_finished(self, request:Request, block_ids:tuple)->tuple:
+        "Hold the blocks if a connector holds them (at most one may); the first `kv_transfer_params` given."
+        res = [c.request_finished(request, block_ids) for c in self.connectors]
+        if sum(d for d, _ in res) > 1: raise NotImplementedError('two connectors hold one request: not modelled')
+        return any(d for d, _ in res), next((p for _, p in res if p is not None), None)
+
+    def build_connector_meta(self, scheduler_output=None)->tuple:
+        return tuple(c.build_connector_meta(scheduler_output) for c in self.connectors)
+
+class MultiConnectorWorker:
+    "The matching worker side: every worker gets its own metadata; finished transfers are merged."
+    def __init__(self, workers:list):
+        self.workers = list(workers)
+    def register_kv_caches(self, kv_caches:dict, layer_groups:dict, read_states=None):
+        for w in self.workers: w.register_kv_caches(kv_caches, layer_groups, read_states)
+    def start_load_kv(self, metadata):
+        if metadata is None: return
+        for w, m in zip(self.workers, metadata): w.start_load_kv(m)
+    def get_finished(self)->KVConnectorOutput:
+        out = KVConnectorOutput()
+        for w in self.workers:
+            o = w.get_finished()
+            out.finished_sending |= o.finished_sending; out.finished_recving |= o.finished_recving; out.failed_recving |= o.failed_recving
+        return out
+    def take_states(self, request_id:str)->dict|None:
+        return next((s for w in self.workers if (s := w.take_states(request_id))), None)
+
+# %% ../../nbs/17_engine_offload.ipynb #732e91eb
+def attach_offload(engine, # an `LLMEngine` built with `worker=offload_worker(...)` (or a `MultiConnectorWorker` ending with one)
                    store:CPUStore, # the tier
                    config:OffloadConfig=OffloadConfig(), # the derivations
                    local_drop_group_ids=None, # the local prefix cache's drop set (default: `config.drop_group_ids`)
                   )->OffloadConnectorScheduler:
-    "Attach the tier's scheduler side to `engine.scheduler`; returns it."
-    s = engine.scheduler
-    if s.connector is not None: raise ValueError('engine already has a KV connector (a P/D role?): use a standalone engine')
-    if not isinstance(engine.worker, OffloadConnectorWorker): raise ValueError('build the engine with worker=offload_worker(...)')
-    s.connector = OffloadConnectorScheduler(s.vllm_config, s.kv_cache_config, store, config)
-    s.connector.bind(s.requests)
+    "Attach the tier's scheduler side to `engine.scheduler` (after its P/D connector, if any); returns it."
+    s, w = engine.scheduler, engine.worker
+    tier = OffloadConnectorScheduler(s.vllm_config, s.kv_cache_config, store, config)
+    tier.bind(s.requests)
+    if s.connector is None:
+        if not isinstance(w, OffloadConnectorWorker): raise ValueError('build the engine with worker=offload_worker(...)')
+        s.connector = tier
+    else:
+        if not (isinstance(w, MultiConnectorWorker) and isinstance(w.workers[-1], OffloadConnectorWorker)):
+            raise ValueError('a P/D engine needs worker=MultiConnectorWorker([its P/D worker, offload_worker(...)])')
+        s.connector = MultiConnectorScheduler([s.connector, tier])
     s.kv_cache_manager.drop_group_ids = frozenset(config.drop_group_ids if local_drop_group_ids is None else local_drop_group_ids)
-    return s.connector
+    return tier
 
-def offload_worker(store:CPUStore, kv_cache_config:KVCacheConfig, engine_id:str='standalone-0')->OffloadConnectorWorker:
+def offload_worker(store:CPUStore, kv_cache_config:KVCacheConfig, engine_id:str='offload-0')->OffloadConnectorWorker:
     "The worker side to pass as `LLMEngine(..., worker=...)`."
     return OffloadConnectorWorker(engine_id, store, kv_cache_config)
