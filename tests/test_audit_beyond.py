@@ -1,43 +1,14 @@
-"The probes beyond the six without vLLM: the source readers on toy functions, `not present` rows, the saved findings."
+"The probes beyond the six without vLLM: the source readers on toy functions, `not present` rows, the registry, the saved rows."
 import importlib.util
 import pytest
 from vllm_pd_spec.audit.probes_beyond import *
 from vllm_pd_spec.audit.probes_beyond import _ids
+from vllm_pd_spec.audit.harness import Finding, registered_probes
+from vllm_pd_spec.audit.main import audit, saved_audit
+from test_audit_vllm import EXPECTED
 
-EXPECTED = {  # contract -> verdict, per vLLM version (shared with tests/test_audit_beyond_vllm.py)
-    '0.33.0': {
-        '7. draft groups: KVCacheCoordinator': 'differs',
-        '7. draft groups: offloading SchedulerOffloadConfig.from_spec': 'fixed',
-        '7. draft groups: MooncakeStoreCoordinator': 'differs',
-        '7. draft groups: KVCacheConfig.transfer_group_ids': 'fixed',
-        '8. state slots: NIXL get_exchange_clipped_blocks': 'fixed',
-        '8. state slots: MoRI-IO split_block_groups': 'fixed',
-        '9. draft accounting: Mooncake store new-request token count': 'legacy',
-        '9. draft accounting: Mooncake store save length vs block hashes': 'legacy',
-        '9. draft accounting: Mooncake store load mask (EAGLE prune once)': 'fixed',
-        '9. draft accounting: offloading storable token count': 'fixed',
-        '10. connector lookup: zero external tokens, connector path vs plain path': 'fixed',
-        '10. connector lookup: who takes the per-group path': 'fixed',
-        '10. connector lookup: last-block drop by method': 'fixed',
-        "10. connector lookup: Mamba checkpoint (next turn's hit)": 'fixed',
-    },
-    '0.27.1': {
-        '7. draft groups: KVCacheCoordinator': 'legacy',
-        '7. draft groups: offloading SchedulerOffloadConfig.from_spec': 'legacy',
-        '7. draft groups: MooncakeStoreCoordinator': 'legacy',
-        '7. draft groups: KVCacheConfig.transfer_group_ids': 'not present',
-        '8. state slots: NIXL get_exchange_clipped_blocks': 'fixed',
-        '8. state slots: MoRI-IO split_block_groups': 'not present',
-        '9. draft accounting: Mooncake store new-request token count': 'legacy',
-        '9. draft accounting: Mooncake store save length vs block hashes': 'legacy',
-        '9. draft accounting: Mooncake store load mask (EAGLE prune once)': 'fixed',
-        '9. draft accounting: offloading storable token count': 'fixed',
-        '10. connector lookup: zero external tokens, connector path vs plain path': 'fixed',
-        '10. connector lookup: who takes the per-group path': 'legacy',
-        '10. connector lookup: last-block drop by method': 'legacy',
-        "10. connector lookup: Mamba checkpoint (next turn's hit)": 'not present',
-    },
-}
+BEYOND = ('7', '8', '9', '10')
+def beyond(rows): return [r for r in rows if (r['contract'] if isinstance(r, dict) else r.contract).split('.')[0] in BEYOND]
 
 def toy(self, speculative_config, connector):
     self.use_eagle = False
@@ -63,22 +34,31 @@ def test_matches_names_the_forms_that_agree():
     assert matches(lambda c: c, [1, 3], forms).startswith('equals on every case: none of')
     assert _ids({3, 1}) == (1, 3)
 
-@pytest.mark.skipif(importlib.util.find_spec('vllm') is not None, reason='vLLM is installed: tests/test_audit_beyond_vllm.py runs the probes')
+def test_registered_after_the_six():
+    "The four aggregate probes are in the audit's registry, with fixes 7..10, after every probe of fixes 1..6."
+    ps = registered_probes()
+    mine = [(p.__name__, p.fix) for p in ps if p.__module__ == 'vllm_pd_spec.audit.probes_beyond']
+    assert mine == [('probe_draft_groups', 7), ('probe_state_slots', 8), ('probe_draft_accounting', 9), ('probe_connector_lookup', 10)]
+    fixes = [p.fix for p in ps if p.fix is not None]
+    assert fixes == sorted(fixes) and max(f for f in fixes if f <= 6) == 6
+
+@pytest.mark.skipif(importlib.util.find_spec('vllm') is not None, reason='vLLM is installed: tests/test_audit_vllm.py runs the probes')
 def test_without_vllm_every_row_is_not_present():
-    findings = run_beyond()
+    findings = beyond(audit([p for p in registered_probes() if p.fix in (7, 8, 9, 10)]))
     assert findings and {f.verdict for f in findings} == {'not present'}
 
 def test_a_probe_that_raises_is_one_error_row():
     def probe_broken():
         "Broken: a probe that raises."
         raise RuntimeError('boom')
-    (f,) = run_beyond((probe_broken,))
-    assert f.verdict == 'error' and f.contract == 'Broken' and 'boom' in f.note
+    (f,) = audit([probe_broken])
+    assert isinstance(f, Finding) and f.verdict == 'error' and f.contract == 'Broken' and 'boom' in f.note
 
 @pytest.mark.parametrize('version', sorted(EXPECTED))
 def test_saved_findings(version):
-    saved = saved_beyond(version)
-    assert {f['contract']: f['verdict'] for f in saved} == EXPECTED[version]
+    "The main audit's saved JSON carries rows 7-10 with the verdicts `tests/test_audit_vllm.py` asserts on a live vLLM."
+    saved = beyond(saved_audit(version))
+    assert {f['contract']: f['verdict'] for f in saved} == {c: v for c, v in EXPECTED[version].items() if c.split('.')[0] in BEYOND}
     for f in saved:
         if f['verdict'] in ('legacy', 'differs'): assert f['counterexample'], f['contract']
         if f['verdict'] != 'not present': assert f['cases'] > 0, f['contract']

@@ -32,9 +32,10 @@ MAX_IMG_PX = 1600         # twice the content column: sharp on a high-density sc
 
 SECTIONS = [  # (nav section, pattern on the notebook's leading number); first match wins, in this order
     ('The six fixes', r'0[1-6]$'),
+    ('Beyond the six', r'09$'),
     ('Engine', r'1\d$'),
     ('Model and runner', r'2\d$'),
-    ('Tools', r'0[7-9]$|9\d$'),
+    ('Tools', r'0[78]$|9\d$'),
     ('Background and reference', r'\d+$'),
 ]
 

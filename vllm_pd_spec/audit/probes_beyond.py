@@ -9,19 +9,18 @@ from __future__ import annotations
 import ast, contextlib, dataclasses, functools, importlib, importlib.resources, inspect, json, logging, textwrap, typing
 from pathlib import Path
 from types import SimpleNamespace as NS
-from .probes import Finding, classify, locate, where, missing, answer, build, call, vllm_spec
+from .harness import Finding, classify, locate, where, missing, answer, build, call, vllm_spec, probe
 
 # %% auto #0
-__all__ = ['PROBE_BLOCK', 'NIXL_BASE', 'MORIIO_SCHEDULER', 'MOONCAKE_STORE', 'OFFLOADING_SCHEDULER', 'PROBES_BEYOND', 'fn_source',
-           'assignments', 'assigned_predicates', 'guard_of_call', 'keyword_of_call', 'quiet_vllm', 'place',
-           'vllm_group_specs', 'scheduler_drop_predicate', 'probe_layouts', 'annotated_groups', 'coordinator_drop_ids',
+__all__ = ['PROBE_BLOCK', 'NIXL_BASE', 'MORIIO_SCHEDULER', 'MOONCAKE_STORE', 'OFFLOADING_SCHEDULER', 'fn_source', 'assignments',
+           'assigned_predicates', 'guard_of_call', 'keyword_of_call', 'quiet_vllm', 'place', 'vllm_group_specs',
+           'scheduler_drop_predicate', 'probe_layouts', 'annotated_groups', 'coordinator_drop_ids',
            'offloading_drop_ids', 'store_drop_ids', 'probe_draft_group_consumers', 'matches', 'transfer_source',
            'probe_transfer_groups', 'probe_draft_groups', 'supported_mamba_modes', 'slot_cases', 'slot_config',
            'nixl_clip', 'moriio_split', 'probe_state_slots', 'count_cases', 'probe_mooncake_count',
            'probe_mooncake_save', 'probe_mooncake_load_mask', 'probe_offloading_count', 'probe_draft_accounting',
            'lookup_cases', 'replay_lookup', 'scheduler_reconciles_empty_loads', 'probe_lookup_zero_external',
-           'probe_lookup_gate', 'probe_drop_predicate', 'probe_checkpoint', 'probe_connector_lookup', 'run_beyond',
-           'saved_beyond', 'save_beyond']
+           'probe_lookup_gate', 'probe_drop_predicate', 'probe_checkpoint', 'probe_connector_lookup']
 
 # %% ../../nbs/09e_audit_probes_beyond.ipynb #052139ee
 def fn_source(fn)->str:
@@ -268,6 +267,7 @@ def probe_transfer_groups()->list:
                      note='default layouts (enable_kv_transfer on); legacy = the layout #54926 reports, nothing recomputed. '
                           'A KV-sharing drafter (Gemma 4) owns no group: nothing to send')]
 
+@probe(fix=7)
 def probe_draft_groups()->list:
     "Draft groups: the three consumers' drop sets, then the transfer set."
     return probe_draft_group_consumers() + probe_transfer_groups()
@@ -327,6 +327,7 @@ def moriio_split(cls, c, side:str)->list:
     fa = list(range(5000, 5000 + -(-N // B)))
     return list(call(obj, 'split_block_groups', (fa, list(blocks)))[1][0])
 
+@probe(fix=8)
 def probe_state_slots()->list:
     "State slots: the Mamba lists NIXL and MoRI-IO exchange, paired by position (the worker's rule, modelled)."
     from vllm_pd_spec.contracts import state_slots as S
@@ -444,6 +445,7 @@ def probe_offloading_count()->list:
                      show=_show_count, note='_build_store_jobs passes num_computed_tokens + num_scheduled_tokens; the clamp to '
                                             'req.num_tokens removes the drafts (synchronous scheduling)')]
 
+@probe(fix=9)
 def probe_draft_accounting()->list:
     "Draft accounting: the Mooncake store and offloading connectors' token counts, save clamp and load prune."
     return probe_mooncake_count() + probe_mooncake_save() + probe_mooncake_load_mask() + probe_offloading_count()
@@ -562,32 +564,7 @@ def probe_checkpoint()->list:
                      lambda c: L.next_turn_hit(*c, fixed=False), show=lambda c: f'{c[2] or "no spec"}, prompt {c[0]}, block {c[1]}',
                      note='drop as the scheduler derives it')]
 
+@probe(fix=10)
 def probe_connector_lookup()->list:
     "Connector lookup: the zero-external replay, who takes the per-group path, the drop by method and the checkpoint."
     return probe_lookup_zero_external() + probe_lookup_gate() + probe_drop_predicate() + probe_checkpoint()
-
-# %% ../../nbs/09e_audit_probes_beyond.ipynb #5472603d
-PROBES_BEYOND = (probe_draft_groups, probe_state_slots, probe_draft_accounting, probe_connector_lookup)
-
-def run_beyond(probes=PROBES_BEYOND # the probe functions to run
-              )->list:
-    "Run every probe; a probe that raises becomes one `error` finding."
-    out = []
-    for p in probes:
-        try: out += p()
-        except Exception as e: out.append(Finding(p.__doc__.split(':')[0], p.__name__, 'error', note=f'{type(e).__name__}: {str(e)[:200]}'))
-    return out
-
-def _data()->Path: return Path(str(importlib.resources.files('vllm_pd_spec') / 'data'))
-
-def saved_beyond(version:str='0.33.0' # a vLLM version whose findings ship with the package
-                )->list:
-    "The findings (dicts) these probes gave on vLLM `version`."
-    return json.loads((_data() / f'audit_beyond_vllm_{version}.json').read_text())
-
-def save_beyond()->Path:
-    "Run the probes on the installed vLLM and save the findings next to the package's other audits."
-    import importlib.metadata as md
-    p = _data() / f'audit_beyond_vllm_{md.version("vllm")}.json'
-    p.write_text(json.dumps([f.as_dict() for f in run_beyond()], indent=1) + '\n')
-    return p

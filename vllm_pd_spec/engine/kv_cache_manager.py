@@ -223,6 +223,7 @@ class KVCacheManager:
         self.managers = [_MANAGERS[type(g.kv_cache_spec)](g.kv_cache_spec, self.block_pool, i)
                          for i, g in enumerate(kv_cache_config.kv_cache_groups)]
         self.num_kv_cache_groups = len(self.managers)
+        self.drop_group_ids = frozenset()  # groups whose hit drops its last block (EAGLE's drop); see `_group_hit`
 
     @property
     def usage(self)->float: return self.block_pool.get_usage()
@@ -231,7 +232,7 @@ class KVCacheManager:
     def _agreed_hit(self, block_hashes:list, length:int)->tuple:
         "Every group's longest hit within `length`, shortened until the groups agree."
         while True:
-            hits = [m.find_longest_cache_hit(block_hashes, length) for m in self.managers]
+            hits = [self._group_hit(i, block_hashes, length, max_cache_hit_length) for i in range(len(self.managers))]
             new = min(len(h) for h in hits) * self.block_size
             if new == length: return tuple(hits), length
             length = new
@@ -251,6 +252,15 @@ class KVCacheManager:
         if not self.enable_caching or not request.block_size: return self.create_empty_block_list(), 0
         hits, n = self.find_longest_cache_hit(request.block_hashes, request.num_tokens - 1)
         return KVCacheBlocks(hits), n
+
+# %% ../../nbs/12_engine_kv_cache.ipynb #b1e0a002
+@patch
+def _group_hit(self:KVCacheManager, group_id:int, block_hashes:list, length:int, max_cache_hit_length:int)->list:
+    "Group `group_id`'s hit within `length` tokens; a flagged attention group looks one block further and drops its last block."
+    m = self.managers[group_id]
+    if group_id not in self.drop_group_ids or isinstance(m, MambaManager): return m.find_longest_cache_hit(block_hashes, length)
+    hit = m.find_longest_cache_hit(block_hashes, min(length + self.block_size, max_cache_hit_length))
+    return hit[:-1]
 
 # %% ../../nbs/12_engine_kv_cache.ipynb #fa532e60
 @patch
@@ -311,6 +321,21 @@ def get_block_ids(self:KVCacheManager, request_id:str)->tuple:
 
 @patch
 def get_num_free_blocks(self:KVCacheManager)->int: return self.block_pool.get_num_free_blocks()
+
+# %% ../../nbs/12_engine_kv_cache.ipynb #b1e0a005
+@patch
+def get_computed_blocks_for_connector(self:KVCacheManager, request:Request)->tuple:
+    "Each group looked up on its own: `(KVCacheBlocks, attention groups' hit, hit_diverged)`."
+    if not self.enable_caching or not request.block_size: return self.create_empty_block_list(), 0, False
+    cap = request.num_tokens - 1
+    length = cap // self.block_size * self.block_size
+    hits = [self._group_hit(i, request.block_hashes, length, cap) for i in range(len(self.managers))]
+    state = [i for i, m in enumerate(self.managers) if isinstance(m, MambaManager)]
+    attn_hit = min(len(h) for i, h in enumerate(hits) if i not in state) * self.block_size
+    state_hit = min((len(hits[i]) for i in state), default=attn_hit // self.block_size) * self.block_size
+    if state_hit >= attn_hit: return (*self.get_computed_blocks(request), False)
+    n = attn_hit // self.block_size
+    return KVCacheBlocks(tuple(h if i in state else h[:n] for i, h in enumerate(hits))), attn_hit, True
 
 # %% ../../nbs/12_engine_kv_cache.ipynb #ce690a5c
 @dataclass(frozen=True)

@@ -176,11 +176,13 @@ def _computed_tokens(self:Scheduler, request:Request)->tuple:
     "`(new_computed_blocks, num_new_local_computed_tokens, num_external_computed_tokens, load_kv_async)` of a waiting request."
     if request.num_computed_tokens > 0:  # resumed after an async load: nothing more to look up
         return self.kv_cache_manager.create_empty_block_list(), 0, 0, False
-    new_computed_blocks, num_new_local_computed_tokens = self.kv_cache_manager.get_computed_blocks(request)
+    new_computed_blocks, num_new_local_computed_tokens, hit_diverged = self._get_local_prefix_cache_hit(request)
     num_external_computed_tokens, load_kv_async = 0, False
     if self.connector is not None:
         num_external_computed_tokens, load_kv_async = self.connector.get_num_new_matched_tokens(
             request, num_new_local_computed_tokens)
+        if hit_diverged and num_external_computed_tokens == 0 and self.reconcile_when_empty:  # nothing loads: the reconciled hit
+            new_computed_blocks, num_new_local_computed_tokens = self.kv_cache_manager.get_computed_blocks(request)
     return new_computed_blocks, num_new_local_computed_tokens, num_external_computed_tokens, load_kv_async
 
 @patch
@@ -253,6 +255,21 @@ def _schedule_waiting(self:Scheduler,
         token_budget -= num_new_tokens
     self.waiting.extendleft(reversed(skipped_waiting_requests))
     return scheduled_new_reqs
+
+# %% ../../nbs/14_engine_scheduler.ipynb #b2e0a002
+from ..contracts import connector_lookup
+
+# %% ../../nbs/14_engine_scheduler.ipynb #b2e0a003
+Scheduler.uses_connector_path = staticmethod(connector_lookup.uses_connector_path)  # (attached, restores state) -> per-group path?
+Scheduler.reconcile_when_empty = True  # a diverged per-group hit falls back to the reconciled one when nothing loads
+
+@patch
+def _get_local_prefix_cache_hit(self:Scheduler, request:Request)->tuple:
+    "`(new_computed_blocks, num_new_local_computed_tokens, hit_diverged)` by the path `uses_connector_path` picks."
+    connector = self.connector
+    if connector is not None and self.uses_connector_path(True, getattr(connector, 'supports_divergent_local_hybrid_hits', False)):
+        return self.kv_cache_manager.get_computed_blocks_for_connector(request)
+    return (*self.kv_cache_manager.get_computed_blocks(request), False)
 
 # %% ../../nbs/14_engine_scheduler.ipynb #2585747f
 @patch
