@@ -129,7 +129,8 @@ def test_saved_runs_read_back(tmp_path):
     "Every saved run is read, in number order; shipped weights are matched to the log they came from; a new run needs no edits."
     from pathlib import Path
     from vllm_pd_spec.model.train_text import saved_runs, shipped_from, latest, read_run_log
-    runs = saved_runs(Path(__file__).parents[1] / 'nbs' / 'runs')
+    runs = saved_runs()  # the checkout's nbs/runs
+    assert list(runs) == list(saved_runs(Path(__file__).parents[1] / 'nbs' / 'runs'))
     assert list(runs)[:2] == ['text_h200_run1', 'text_h200_run2']
     for name in ('text-attn', 'text-hybrid'):  # the shipped cards name a saved log with the same final figures
         run, stem = shipped_from(name, runs)

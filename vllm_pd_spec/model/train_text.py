@@ -11,6 +11,7 @@ __all__ = ['LAYER_KINDS', 'TINY', 'text_args', 'param_counts', 'text_target_loss
 
 # %% ../../nbs/24a_text_training.ipynb #9fd34d14
 import argparse, json, math, time, torch
+import vllm_pd_spec
 import torch.nn.functional as F
 from dataclasses import dataclass, asdict, replace
 from pathlib import Path
@@ -187,11 +188,12 @@ def read_run(d:Path # a saved run directory
                 backend_ms=js('backend_ms.json'), gdn_bench=js('gdn_bench.json'), gates=js('gates.json'), gates_log=txt('gates.log'),
                 pytest_gpu=txt('pytest_gpu.log'))
 
-def saved_runs(root:Path=Path('runs'), # where runs are saved (`nbs/runs` from the repository root)
+def saved_runs(root:Path|None=None, # where runs are saved; default the checkout's `nbs/runs`
                prefix:str='text_h200_run')->dict:
     "Every saved H200 run of the text models, oldest first: directory name -> `read_run`."
+    root = Path(root) if root else Path(vllm_pd_spec.__file__).resolve().parents[1] / 'nbs' / 'runs'
     n = lambda p: int(p.name[len(prefix):]) if p.name[len(prefix):].isdigit() else 10**9
-    return {p.name: read_run(p) for p in sorted(Path(root).glob(prefix + '*'), key=n) if p.is_dir()}
+    return {p.name: read_run(p) for p in sorted(root.glob(prefix + '*'), key=n) if p.is_dir()}
 
 def latest(runs:dict, key:str)->tuple:
     "`(run name, value)` of the newest run in which `key` is present, or `(None, None)`."
