@@ -124,3 +124,28 @@ def test_heldout_examples_continue_the_prompts():
         i = next(i for i in range(len(s)) if s[i:i + 64] == e.prompt)
         assert s[i + 64:i + 80] == e.answer and prefix_match(e.answer, e.answer + [0]) == 16
     with pytest.raises(ValueError, match='answer_len'): heldout_examples(2, 64, 300)
+
+def test_saved_runs_read_back(tmp_path):
+    "Every saved run is read, in number order; shipped weights are matched to the log they came from; a new run needs no edits."
+    from pathlib import Path
+    from vllm_pd_spec.model.train_text import saved_runs, shipped_from, latest, read_run_log
+    runs = saved_runs()  # the checkout's nbs/runs
+    assert list(runs) == list(saved_runs(Path(__file__).parents[1] / 'nbs' / 'runs'))
+    assert list(runs)[:2] == ['text_h200_run1', 'text_h200_run2']
+    for name in ('text-attn', 'text-hybrid'):  # the shipped cards name a saved log with the same final figures
+        run, stem = shipped_from(name, runs)
+        assert run and runs[run]['logs'][stem]['model'] == name
+    stopped = runs['text_h200_run1']['logs']['text-hybrid-bytes']
+    assert stopped['result'] is None and 'Hopper' in stopped['stopped_on']
+    t = json.loads((DATA / 'text_attn.json').read_text())['training']
+    for r in ('text_h200_run10', 'text_h200_run3'):
+        (tmp_path / r).mkdir()
+    (tmp_path / 'text_h200_run3' / 'text-attn-bytes.retry.log').write_text(
+        'probe (ms/step): {\'fla/target\': 1.5, \'fla/drafters\': 2.5} steps scaled by 1.0\nstage=target step=9 t=1\n'
+        f"wrote x.safetensors {json.dumps({k: t[k] for k in ('time_s', 'heldout_loss', 'heldout_accuracy', 'params')})}\n")
+    (tmp_path / 'text_h200_run10' / 'gates.log').write_text('text-hybrid (bytes) MTP position 1 PASS\n')
+    new = saved_runs(tmp_path)
+    assert list(new) == ['text_h200_run3', 'text_h200_run10'] and latest(new, 'gates_log')[0] == 'text_h200_run10'
+    log = new['text_h200_run3']['logs']['text-attn-bytes.retry']
+    assert (log['model'], log['tokenizer'], log['attempt'], log['steps'], log['probe']) == ('text-attn', 'bytes', 'retry', {'target': 10}, {'fla/target': 1.5, 'fla/drafters': 2.5})
+    assert shipped_from('text-attn', new) == ('text_h200_run3', 'text-attn-bytes.retry') and latest(new, 'backend_ms') == (None, None)

@@ -14,6 +14,7 @@
 # Back here: tar xzf results.tgz; mkdir -p nbs/runs/text_h200_run3; cp -r r/* nbs/runs/text_h200_run3/
 #   and, if r/gates.log says the byte-level hybrid passes every gate:
 #   cp r/text-hybrid-bytes/text_hybrid.* vllm_pd_spec/data/   (then re-run the gates page and the pages that use it)
+# The pages read every nbs/runs/text_h200_run*/ directory (saved_runs in vllm_pd_spec.model.train_text): a new run needs no edits there.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; R=$OUT/r; mkdir -p $R
 T0=$(date +%s); t() { echo "$1 $2 rc=$3 at $(( $(date +%s) - T0 )) s" | tee -a $R/times.txt; }

@@ -1,4 +1,4 @@
-"""Multi-module MTP, EAGLE and DFlash on the hybrid target, each with its own paged KV; a one-request spec-decode loop that measures their acceptance in standalone serving.
+"""Chained multi-module MTP, EAGLE and DFlash on the text targets, each attending over its own paged KV; a one-request spec-decode loop that measures them in standalone serving.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/drafters.html.md"""
 

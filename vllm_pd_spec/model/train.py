@@ -1,4 +1,4 @@
-"""Reproduce the shipped weights: the target first, then the three drafters on the frozen target, from fixed seeds on CPU.
+"""How the shipped weights are made: the target first, then its drafters on the frozen target, from fixed seeds; the text models on an H200, the Fibonacci fixture on CPU.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/training.html.md"""
 
@@ -98,7 +98,7 @@ def save(m:SpecModel, path=None # default: the package's weights file
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in m.state_dict().items()}, str(path))
 
-# %% ../../nbs/24_training.ipynb #1d3fd5e3
+# %% ../../nbs/24_training.ipynb #87e8c171
 def main(argv=None):
     "`python -m vllm_pd_spec.model.train`: train with fixed seeds and write the package's weights."
     ap = argparse.ArgumentParser(description=main.__doc__)
@@ -109,7 +109,7 @@ def main(argv=None):
     t0 = time.time()
     m = train(a.target_steps, a.drafter_steps, seed=a.seed, threads=a.threads)
     save(m, __import__('pathlib').Path(a.out))
-    print(f'wrote {a.out} in {time.time() - t0:.0f}s')
+    print(f'wrote {Path(a.out).name} in {time.time() - t0:.0f}s')
 
 # %% ../../nbs/24_training.ipynb #ab871652
 if __name__ == '__main__': main()

@@ -1,4 +1,4 @@
-"""The realistic models: a hybrid (attention + GDN) target and an attention-only target of the same size on Python source, each with four chained MTP modules, an EAGLE head and a DFlash drafter, trained from fixed seeds on an H200 (a CPU path runs the smallest configuration).
+"""The realistic models: a hybrid (attention + GDN) target and an attention-only target of the same size on Python source, each with four chained MTP modules, an EAGLE head and a DFlash drafter, trained from fixed seeds on an H200 (a CPU path runs the smallest configuration); the runs' logs read back.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/text_training.html.md"""
 
@@ -6,10 +6,12 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/text_training.html.md"""
 
 # %% auto #0
 __all__ = ['LAYER_KINDS', 'TINY', 'text_args', 'param_counts', 'text_target_loss', 'text_drafter_losses', 'TrainConfig',
-           'heldout_eval', 'train_text', 'save_text_model', 'time_backends', 'main']
+           'heldout_eval', 'train_text', 'save_text_model', 'read_run_log', 'read_run', 'saved_runs', 'latest',
+           'shipped_from', 'time_backends', 'main']
 
 # %% ../../nbs/24a_text_training.ipynb #9fd34d14
 import argparse, json, math, time, torch
+import vllm_pd_spec
 import torch.nn.functional as F
 from dataclasses import dataclass, asdict, replace
 from pathlib import Path
@@ -157,6 +159,51 @@ def save_text_model(m:SpecModel, name:str, # a name in `MODELS`
                 tokenizer=rec['tokenizer'], weights=dict(file=f'{stem}.safetensors', dtype='bfloat16'), args=asdict(m.args), training=rec)
     (out / f'{stem}.json').write_text(json.dumps(card, indent=1))
     return out / f'{stem}.safetensors'
+
+# %% ../../nbs/24a_text_training.ipynb #ec87d93b
+def read_run_log(path:Path # a log written by `main`
+                )->dict:
+    "What a saved training log says: steps run per stage, the pace probe, the final figures, or the line it stopped on."
+    lines = Path(path).read_text().strip().splitlines() or ['(empty)']
+    steps, probe, result = {}, None, None
+    for l in lines:
+        if l.startswith('stage='):
+            kv = dict(x.split('=', 1) for x in l.split())
+            steps[kv['stage']] = int(kv['step']) + 1
+        elif l.startswith('probe (ms/step):'): probe = json.loads(l[l.index('{'):l.index('}') + 1].replace("'", '"'))
+        elif l.startswith('wrote '): result = json.loads(l[l.index('{'):])
+    stem = Path(path).name.removesuffix('.log')  # e.g. text-hybrid-bytes, text-hybrid-bpe1024.retry
+    name = next((n for n in MODELS if stem.startswith(n)), None)
+    return dict(model=name, tokenizer='bytes' if 'bytes' in stem.split('.')[0] else 'bpe1024', attempt=stem.partition('.')[2] or None,
+                steps=steps, probe=probe, result=result, stopped_on=None if result else lines[-1])
+
+# %% ../../nbs/24a_text_training.ipynb #961b8788
+def read_run(d:Path # a saved run directory
+            )->dict:
+    "What one saved H200 run holds: machine, training logs by file stem, step and kernel timings, gates, GPU-test log (None where absent)."
+    d = Path(d)
+    js = lambda f: json.loads((d / f).read_text()) if (d / f).exists() else None
+    txt = lambda f: (d / f).read_text().strip() if (d / f).exists() else None
+    return dict(dir=d, machine=txt('machine.txt'), logs={p.name.removesuffix('.log'): read_run_log(p) for p in sorted(d.glob('text-*.log'))},
+                backend_ms=js('backend_ms.json'), gdn_bench=js('gdn_bench.json'), gates=js('gates.json'), gates_log=txt('gates.log'),
+                pytest_gpu=txt('pytest_gpu.log'))
+
+def saved_runs(root:Path|None=None, # where runs are saved; default the checkout's `nbs/runs`
+               prefix:str='text_h200_run')->dict:
+    "Every saved H200 run of the text models, oldest first: directory name -> `read_run`."
+    root = Path(root) if root else Path(vllm_pd_spec.__file__).resolve().parents[1] / 'nbs' / 'runs'
+    n = lambda p: int(p.name[len(prefix):]) if p.name[len(prefix):].isdigit() else 10**9
+    return {p.name: read_run(p) for p in sorted(root.glob(prefix + '*'), key=n) if p.is_dir()}
+
+def latest(runs:dict, key:str)->tuple:
+    "`(run name, value)` of the newest run in which `key` is present, or `(None, None)`."
+    return next(((r, v[key]) for r, v in reversed(runs.items()) if v[key]), (None, None))
+
+def shipped_from(name:str, runs:dict)->tuple:
+    "`(run name, log stem)` of the saved log whose final figures are those on `name`'s shipped card, or `(None, None)`."
+    t = json.loads((DATA / f'{MODELS[name]}.json').read_text())['training']
+    return next(((r, s) for r, v in runs.items() for s, l in v['logs'].items()
+                 if l['result'] and l['result']['time_s'] == t['time_s'] and l['result']['params'] == t['params']), (None, None))
 
 # %% ../../nbs/24a_text_training.ipynb #5a3b80ef
 def time_backends(kind:str='hybrid', tokenizer:str='bpe1024', cfg:TrainConfig=TrainConfig(), device='cuda',
