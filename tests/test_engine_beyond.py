@@ -6,7 +6,7 @@ from vllm_pd_spec.contracts.draft_groups import draft_group_ids, legacy_drop_gro
 from vllm_pd_spec.contracts.connector_lookup import legacy_uses_connector_path
 from vllm_pd_spec.engine.request import Request
 from vllm_pd_spec.engine.kv_cache_manager import KVCacheManager, get_kv_cache_config
-from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
+from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config, EngineDeadError
 from vllm_pd_spec.engine.runner import ModelRunner, drafter_layer_names
 from vllm_pd_spec.engine.transport import LocalTransport, PDConnectorWorker
 from vllm_pd_spec.engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, engine_with, TransferSetWorker
@@ -96,7 +96,8 @@ def test_store_forms_skip_leaves_holes_assert_kills(attn):
     store = CPUStore()
     D = engine_with(cfgs['decode'], attn, kvc, ModelRunner, MultiConnectorWorker([PDConnectorWorker('decode-0', t), offload_worker(store, kvc)]))
     attach_offload(D, store, OffloadConfig(store_form='assert'))
-    with pytest.raises(StoreAssertionError): pd_generate(P, D, [heldout_prompts(1, 45)[0]], 8)   # 44 + 1 + 3 = 48 > 2 hashed blocks
+    with pytest.raises(EngineDeadError) as dead: pd_generate(P, D, [heldout_prompts(1, 45)[0]], 8)   # 44 + 1 + 3 = 48 > 2 hashed blocks
+    assert isinstance(dead.value.__cause__, StoreAssertionError)   # the tracker's assertion kills D's engine core
 
 def test_flagged_gdn_group_vetoes_the_tier(hybrid):
     p1, p2 = heldout_prompts(2, 140)

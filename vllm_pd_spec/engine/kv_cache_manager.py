@@ -229,7 +229,7 @@ class KVCacheManager:
     def usage(self)->float: return self.block_pool.get_usage()
     def create_empty_block_list(self)->KVCacheBlocks: return KVCacheBlocks(tuple([] for _ in self.managers))
 
-    def _agreed_hit(self, block_hashes:list, length:int)->tuple:
+    def _agreed_hit(self, block_hashes:list, length:int, max_cache_hit_length:int)->tuple:
         "Every group's longest hit within `length`, shortened until the groups agree."
         while True:
             hits = [self._group_hit(i, block_hashes, length, max_cache_hit_length) for i in range(len(self.managers))]
@@ -240,12 +240,12 @@ class KVCacheManager:
     def find_longest_cache_hit(self, block_hashes:list, max_cache_hit_length:int)->tuple:
         "Blocks per group and the hit length every group agrees on, after the EAGLE/MTP drop."
         bs = self.block_size
-        hits, length = self._agreed_hit(block_hashes, max_cache_hit_length // bs * bs)
+        hits, length = self._agreed_hit(block_hashes, max_cache_hit_length // bs * bs, max_cache_hit_length)
         if not self.use_eagle or length == 0: return hits, length
         # several groups: look one block further first; a cached next block keeps the length (0.33.0's eagle margin)
         reach = min(length + bs, len(block_hashes) * bs) if self.num_kv_cache_groups > 1 else length
         proved = len(self.managers[0].find_longest_cache_hit(block_hashes, reach)) * bs - bs
-        return self._agreed_hit(block_hashes, min(length, proved)) if proved < length else (hits, length)
+        return self._agreed_hit(block_hashes, min(length, proved), max_cache_hit_length) if proved < length else (hits, length)
 
     def get_computed_blocks(self, request:Request)->tuple:
         "The local prefix-cache hit: `(KVCacheBlocks, num_computed_tokens)`, at most `num_tokens - 1` tokens."

@@ -357,7 +357,8 @@ def _update_from_kv_xfer_finished(self:Scheduler, kv_connector_output:KVConnecto
     "Loads done (D) make requests ready; failed loads are recomputed; sends done (P) free the held blocks."
     # A notice acts only on a request waiting for that transfer: D's load in flight (or aborted during it), P's held
     # blocks. Anything else (unknown, running, repeated, the wrong role) is counted and ignored; upstream asserts.
-    consumer, producer = self.vllm_config.role == 'decode', self.vllm_config.role == 'prefill'
+    # a standalone engine with a connector (an offloading tier: upstream's `kv_both`) both loads and stores
+    consumer, producer = self.vllm_config.role != 'prefill', self.vllm_config.role != 'decode'
     for req_id in kv_connector_output.failed_recving:  # upstream: `invalid_block_ids`, kv_load_failure_policy="recompute"
         request = self.requests.get(req_id) if consumer else None
         if request is not None and request.is_finished(): self._free_blocks(request)

@@ -13,7 +13,7 @@ from ..config import SchedulerConfig, CacheConfig, cdiv
 from ..contracts.draft_accounting import STORE_FORMS
 from ..contracts.draft_groups import drop_group_ids
 from ..engine.kv_cache_manager import get_kv_cache_config
-from ..engine.llm_engine import LLMEngine, make_config
+from ..engine.llm_engine import LLMEngine, make_config, EngineDeadError
 from ..engine.request import Request
 from ..engine.runner import ModelRunner, drafter_layer_names
 from ..engine.transport import LocalTransport, PDConnectorWorker
@@ -60,8 +60,9 @@ def standalone_rows(methods=('mtp', 'eagle'), num_convs:int=6, max_tokens:int=32
                 row = dict(method=method, k=K, store_form=form, load_mask=mask, drop_group_ids=sorted(drop))
                 count = lambda first, store=store: holes(store, [a + o for (a, _), o in zip(convs, first)])  # after the first turn
                 try: r = serve_turns(eng, convs, max_tokens, evict=True, between=count)
-                except StoreAssertionError as e:
-                    rows.append(row | dict(engine_died=str(e), requests_lost=sum(1 for q in eng.scheduler.requests.values() if not q.is_finished())))
+                except EngineDeadError as dead:  # the tracker's assertion kills the engine core, as upstream's does
+                    if not isinstance(dead.__cause__, StoreAssertionError): raise
+                    rows.append(row | dict(engine_died=str(dead.__cause__), requests_lost=sum(1 for q in eng.scheduler.requests.values() if not q.is_finished())))
                     if bar is not None: bar.update()
                     continue
                 key = tuple(map(tuple, r['prompts']))
@@ -90,9 +91,10 @@ def decode_rows(methods=('mtp', 'eagle'), num_prompts:int=8, lengths:tuple=(160,
             attach_offload(D, store, OffloadConfig(drop_group_ids=drop_group_ids(cache_groups(kvc, layers), method), store_form=form))
             row = dict(method=method, k=K, store_form=form)
             try: out = pd_generate(P, D, prompts, max_tokens)
-            except StoreAssertionError as e:
+            except EngineDeadError as dead:
+                if not isinstance(dead.__cause__, StoreAssertionError): raise
                 done = sum(1 for i in range(num_prompts) if f'req-{i}' in D.finished)
-                rows.append(row | dict(engine_died=str(e), requests_finished=done, requests_lost=num_prompts - done))
+                rows.append(row | dict(engine_died=str(dead.__cause__), requests_finished=done, requests_lost=num_prompts - done))
                 if bar is not None: bar.update()
                 continue
             rows.append(row | dict(engine_died=None, requests_finished=num_prompts, requests_lost=0,
