@@ -126,6 +126,7 @@ def _taint_bounds(num_prompt_tokens, num_modules, backoff, handoff_window, num_m
     if b_d < b: raise ValueError(f'remote_backoff={b_d} is invalid: must be >= backoff={b} (D cannot load what P did not compute)')
     M = remote_prefill_token_count(N, b)     # prompt tokens P computes (it truncates by the same rule)
     S = remote_prefill_token_count(N, b_d)   # prompt tokens D loads
+    if S > M: raise ValueError(f'remote_backoff={b_d} is invalid here: D would load {S} prompt tokens, P computes {M}')
     R = S if S < N else N - 1                # D's first computed position: a full load recomputes the last token
     F = min(R, max(0, M - w)) if w else R    # a hand-off rewrites P's last `w` positions
     return M + e - 1, F

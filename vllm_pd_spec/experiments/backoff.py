@@ -178,7 +178,8 @@ def serve(arm:Arm|str, # an arm, or its name in `ARMS`
     "Serve `prompts` in one arm: outputs, the decoder's `SpecDecodingStats`, its `StepLog`, first-decode drafter KV, P's continuations."
     arm = ARMS[arm] if isinstance(arm, str) else arm
     sched = SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
-    blocks = max_num_seqs * (cdiv(max(map(len, prompts)) + max_tokens + 2 * k + 2, 16) + 1) + 2
+    groups = 1 + any(kind == 'gdn' for kind in model.args.layer_kinds)  # the GDN group draws on the same pool
+    blocks = groups * max_num_seqs * (cdiv(max(map(len, prompts)) + max_tokens + 2 * k + 2, 16) + 1) + 2
     kw = dict(device=device, dtype=next(model.parameters()).dtype, handoff=arm.handoff)
     if arm.pd:
         pair = PDPair('mtp', k, arm.fixes, model, transport=make_transport(transport, len(prompts)), scheduler_config=sched,
@@ -192,9 +193,14 @@ def serve(arm:Arm|str, # an arm, or its name in `ARMS`
         config = make_config('mtp', k, fixes=arm.fixes, model=model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=blocks))
         engine = decoder = LLMEngine(config, model, **kw)
         engines, cont = (engine,), None
-    for e in engines: e.runner.sampling = sampling
+    preempted = set()
+    for e in engines:
+        e.runner.sampling = sampling
+        e.add_observer(StepObserver(on_schedule=lambda so: preempted.update(so.preempted_req_ids)))
     log, kv = decoder.add_observer(StepLog()), decoder.add_observer(FinalKV(decoder, k))
     outputs = engine.generate(prompts, max_tokens=max_tokens)
+    # a preempted request is recomputed from scratch on its engine: its census would say nothing about the hand-off
+    if preempted: raise RuntimeError(f'{arm.name}: requests {sorted(preempted)} were preempted; the block pool ({blocks}) is too small')
     b, b_d = ((engines[0].scheduler.connector._prefill_backoff(), engines[1].scheduler.connector._prefill_backoff())
               if arm.pd else (0, 0))
     return dict(arm=arm.name, outputs=outputs, stats=engine.spec_stats, log=log, kv=kv.kv, continuation=cont.tokens if cont else {},
