@@ -178,8 +178,10 @@ def serve(arm:Arm|str, # an arm, or its name in `ARMS`
     "Serve `prompts` in one arm: outputs, the decoder's `SpecDecodingStats`, its `StepLog`, first-decode drafter KV, P's continuations."
     arm = ARMS[arm] if isinstance(arm, str) else arm
     sched = SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
-    groups = 1 + any(kind == 'gdn' for kind in model.args.layer_kinds)  # the GDN group draws on the same pool
-    blocks = groups * max_num_seqs * (cdiv(max(map(len, prompts)) + max_tokens + 2 * k + 2, 16) + 1) + 2
+    # room for every request at once: P holds a finished prompt's blocks until D has read them, and the GDN group
+    # draws on the same pool
+    groups = 1 + any(kind == 'gdn' for kind in model.args.layer_kinds)
+    blocks = groups * max(len(prompts), max_num_seqs) * (cdiv(max(map(len, prompts)) + max_tokens + 2 * k + 2, 16) + 1) + 2
     kw = dict(device=device, dtype=next(model.parameters()).dtype, handoff=arm.handoff)
     if arm.pd:
         pair = PDPair('mtp', k, arm.fixes, model, transport=make_transport(transport, len(prompts)), scheduler_config=sched,
