@@ -1,0 +1,183 @@
+"""Fix 2's arms timed on one GPU: the P/D pair (both engines on the same device) and standalone, TPOT and output tokens/s.
+
+    python tools/fix2_gpu.py --out nbs/runs/fix2_h200.json                          # on an H200 (or any CUDA GPU)
+    python tools/fix2_gpu.py --device cpu --dry-run --out /tmp/fix2_gpu_dry.json    # the same steps on CPU, tiny
+
+Per arm (legacy, backoff, handoff, backoff+handoff, standalone) and per k, after a warm-up run on other prompts, one
+timed run of the decoding engine. Measured, not derived from acceptance:
+* TPOT per request: the decoding engine's step time (schedule + execute_model + update, synchronised) summed over the
+  steps after the request's first token, over its tokens after the first; the median over requests;
+* output tokens/s: the decoding engine's output tokens over the time its steps took (P's steps are not counted: on a
+  real pair P is another GPU);
+* what bounds them: per step, the share of the wall time the GPU was busy (CUDA kernel time from torch.profiler, over a
+  profiled window of steps), kernel launches per step, host time in the scheduler and outside the model, peak memory;
+  `host_bound` when the GPU is busy less than half of the step;
+* tokens per target forward: output tokens over the decoding engine's steps (one target forward each), and vLLM's mean
+  acceptance length.
+Outputs are checked against standalone's (float64 greedy: equal). Writes one JSON file.
+"""
+import argparse, json, platform, statistics, sys, time
+from pathlib import Path
+import torch
+from vllm_pd_spec.config import SchedulerConfig, CacheConfig, cdiv
+from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, make_config
+from vllm_pd_spec.engine.runner import SamplingParams
+from vllm_pd_spec.experiments.backoff import ARMS, use_backoff, prompt_set
+from vllm_pd_spec.model.corpus import heldout_prompts
+from vllm_pd_spec.model.drafters import load_model
+
+def sync(device):
+    if str(device).startswith('cuda'): torch.cuda.synchronize()
+
+class StepTimer:
+    "Wall time of each step of one engine (synchronised), the tokens each request got in it, and the time in `schedule()` and `execute_model`."
+    def __init__(self, engine, device):
+        self.device, self.steps, self.schedule_s, self.execute_s = device, [], [], []
+        step, schedule, execute = engine.step, engine.scheduler.schedule, engine.runner.execute_model
+        def timed(fn, into):
+            def call(*a):
+                sync(device); t = time.perf_counter(); out = fn(*a); sync(device); into.append(time.perf_counter() - t); return out
+            return call
+        durations = []
+        def timed_step():
+            outs = timed(step, durations)()
+            self.steps.append((durations[-1], {o.request_id: len(o.new_token_ids) for o in outs if o.new_token_ids}))
+            return outs
+        # this tool's instrumentation only: the instance's methods are wrapped, the engine is unchanged
+        engine.step, engine.scheduler.schedule, engine.runner.execute_model = timed_step, timed(schedule, self.schedule_s), timed(execute, self.execute_s)
+
+def build(arm, model, k, n_prompts, prompt_len, max_tokens, device, sampling):
+    "The arm's engine(s) and its decoding engine."
+    sched = SchedulerConfig(max_num_batched_tokens=max(512, prompt_len * 2), max_num_seqs=n_prompts)
+    groups = 1 + any(kind == 'gdn' for kind in model.args.layer_kinds)
+    blocks = groups * n_prompts * (cdiv(prompt_len + max_tokens + 2 * k + 2, 16) + 1) + 2
+    kw = dict(device=device, dtype=next(model.parameters()).dtype, handoff=arm.handoff)
+    if arm.pd:
+        pair = PDPair('mtp', k, arm.fixes, model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=blocks), **kw)
+        if arm.backoff is not None:
+            for e in (pair.P, pair.D): use_backoff(e, arm.backoff)
+        engines, engine, decoder = (pair.P, pair.D), pair, pair.D
+    else:
+        engine = decoder = LLMEngine(make_config('mtp', k, fixes=arm.fixes, model=model, scheduler_config=sched,
+                                                 cache_config=CacheConfig(num_gpu_blocks=blocks)), model, **kw)
+        engines = (engine,)
+    for e in engines: e.runner.sampling = sampling
+    return engine, decoder
+
+def profile_steps(decoder, engine_step, n_steps:int, device)->dict:
+    "GPU busy time, kernel launches and host operator calls over `n_steps` decoding steps (torch.profiler), against their wall time."
+    from torch.profiler import profile, ProfilerActivity
+    cuda = str(device).startswith('cuda')
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    sync(device); t = time.perf_counter()
+    with profile(activities=acts) as prof:
+        for _ in range(n_steps): engine_step()
+        sync(device)
+    wall = time.perf_counter() - t
+    avg = prof.key_averages()
+    gpu_us = sum(getattr(e, 'self_device_time_total', getattr(e, 'self_cuda_time_total', 0)) for e in avg) if cuda else 0
+    launches = sum(e.count for e in avg if 'LaunchKernel' in e.key)
+    aten = sum(e.count for e in avg if e.key.startswith('aten::'))
+    return dict(profiled_steps=n_steps, profiled_wall_s=wall, gpu_busy_s=gpu_us / 1e6 if cuda else None,
+                gpu_busy_share=gpu_us / 1e6 / max(wall, 1e-9) if cuda else None,
+                kernel_launches_per_step=launches / n_steps if cuda else None, aten_calls_per_step=aten / n_steps)
+
+def time_arm(arm, model, k, prompts, warm, max_tokens, device, sampling, profile_window):
+    "One warm-up run, then one timed run of the arm; its timings and outputs."
+    engine, decoder = build(arm, model, k, len(warm), len(warm[0]), max_tokens, device, sampling)
+    engine.generate(warm, max_tokens=max_tokens)                     # warm-up: allocator, kernels, caches
+    engine, decoder = build(arm, model, k, len(prompts), len(prompts[0]), max_tokens, device, sampling)
+    timer = StepTimer(decoder, device)
+    if str(device).startswith('cuda'): torch.cuda.reset_peak_memory_stats()
+    outputs = engine.generate(prompts, max_tokens=max_tokens)
+    # per request: the steps after its first token
+    first, dur, toks = {}, {}, {}
+    for i, (s, got) in enumerate(timer.steps):
+        for rid, n in got.items():
+            if rid not in first: first[rid] = i; toks[rid] = n - 1; dur[rid] = 0.0
+            else: toks[rid] += n; dur[rid] += s
+    tpot = [dur[r] / toks[r] for r in first if toks[r] > 0]
+    decode_s = sum(s for s, _ in timer.steps)
+    n_out = sum(len(o) for o in outputs)
+    st = decoder.spec_stats
+    # what bounds the step: a profiled window of decoding steps on a fresh run
+    engine2, decoder2 = build(arm, model, k, len(prompts), len(prompts[0]), max_tokens, device, sampling)
+    try:  # run until the decoder decodes every request, then profile its steps
+        step = next(_stepper_pd(engine2, prompts, max_tokens) if arm.pd else _stepper_standalone(engine2, prompts, max_tokens))
+        bound = profile_steps(decoder2, step, profile_window, device)
+    except StopIteration: bound = dict(profiled_steps=0, note='the run ended before the profiled window')
+    return dict(arm=arm.name, ours=arm.ours, k=k, requests=len(prompts), output_tokens=n_out, decode_steps=len(timer.steps),
+                tpot_ms_median=1e3 * statistics.median(tpot) if tpot else None,
+                tpot_ms_p90=1e3 * statistics.quantiles(tpot, n=10)[-1] if len(tpot) > 1 else None,
+                output_tokens_per_s=n_out / max(decode_s, 1e-9), decode_s=decode_s,
+                tokens_per_target_forward=n_out / max(len(timer.steps), 1), mean_acceptance_length=st.mean_acceptance_length,
+                schedule_share=sum(timer.schedule_s) / max(decode_s, 1e-9), execute_share=sum(timer.execute_s) / max(decode_s, 1e-9),
+                peak_memory_gib=torch.cuda.max_memory_allocated() / 2 ** 30 if str(device).startswith('cuda') else None,
+                **bound, host_bound=(bound['gpu_busy_share'] < 0.5) if bound.get('gpu_busy_share') is not None else None,
+                outputs=outputs)
+
+def _stepper_standalone(engine, prompts, max_tokens):
+    "Add the prompts, run until every request has a token, then yield the engine's step function."
+    from vllm_pd_spec.engine.request import Request
+    for i, p in enumerate(prompts): engine.add_request(Request(f'req-{i}', p, max_tokens=max_tokens))
+    while engine.has_work() and any(not engine.outputs.get(f'req-{i}') for i in range(len(prompts))): engine.step()
+    if not engine.has_work(): return
+    yield engine.step
+
+def _stepper_pd(pair, prompts, max_tokens):
+    "The proxy's loop until D decodes every request, then yield D's step function."
+    from vllm_pd_spec.engine.request import Request
+    from vllm_pd_spec.config import make_kv_transfer_params
+    for i, p in enumerate(prompts):
+        pair.P.add_request(Request(f'req-{i}', p, max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
+    sent = set()
+    for _ in range(10_000):
+        for o in pair.P.step():
+            if o.finish_reason is not None and o.request_id not in sent:
+                sent.add(o.request_id)
+                pair.D.add_request(Request(o.request_id, prompts[int(o.request_id.split('-')[1])], max_tokens=max_tokens,
+                                           kv_transfer_params=dict(o.kv_transfer_params or {})))
+        pair.D.step()
+        if len(sent) == len(prompts) and all(pair.D.outputs.get(f'req-{i}') for i in range(len(prompts))): break
+    if not pair.D.has_work(): return
+    yield pair.D.step
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--out', required=True, help='JSON file to write (nbs/runs/fix2_h200.json for the page)')
+    ap.add_argument('--device', default='cuda')
+    ap.add_argument('--model', default='text-attn', choices=['text-attn', 'text-hybrid'])
+    ap.add_argument('--ks', default='2,3,4', help='MTP drafts per step, comma-separated')
+    ap.add_argument('--num-prompts', type=int, default=16, help='requests in flight (one batch)')
+    ap.add_argument('--prompt-len', type=int, default=256)
+    ap.add_argument('--max-tokens', type=int, default=128)
+    ap.add_argument('--dtype', default='float32', choices=['float32', 'float64', 'bfloat16'])
+    ap.add_argument('--profile-steps', type=int, default=8, help='decoding steps in the profiled window')
+    ap.add_argument('--dry-run', action='store_true', help='tiny sizes (2 prompts of 32 tokens, 8 generated, k=2), e.g. on CPU')
+    a = ap.parse_args(argv)
+    if a.device.startswith('cuda') and not torch.cuda.is_available(): sys.exit('--device cuda: torch sees no CUDA device')
+    if a.dry_run: a.ks, a.num_prompts, a.prompt_len, a.max_tokens, a.profile_steps = '2', 2, 32, 8, 2
+    if not a.device.startswith('cuda'): torch.set_num_threads(1)  # tiny matrices on a CPU: one thread is fastest
+    ks = [int(x) for x in a.ks.split(',')]
+    dtype = dict(float32=torch.float32, float64=torch.float64, bfloat16=torch.bfloat16)[a.dtype]
+    model = load_model(a.model, dtype, device=a.device)
+    pool = heldout_prompts(2 * a.num_prompts, a.prompt_len)
+    prompts, warm = pool[:a.num_prompts], pool[a.num_prompts:]
+    run = dict(device=torch.cuda.get_device_name() if a.device.startswith('cuda') else platform.processor() or 'cpu',
+               torch=torch.__version__, model=a.model, dtype=a.dtype, started=time.strftime('%Y-%m-%d %H:%M:%S'),
+               args=vars(a), rows=[])
+    for k in ks:
+        ref = None
+        for name in ['standalone'] + [n for n in ARMS if n != 'standalone']:
+            t0 = time.perf_counter()
+            row = time_arm(ARMS[name], model, k, prompts, warm, a.max_tokens, a.device, SamplingParams(), a.profile_steps)
+            ref = row['outputs'] if name == 'standalone' else ref
+            row['same_outputs_as_standalone'] = row.pop('outputs') == ref
+            row['wall_s'] = time.perf_counter() - t0
+            run['rows'].append(row)
+            print({x: (round(v, 4) if isinstance(v, float) else v) for x, v in row.items()}, flush=True)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(run, indent=1))
+    print('wrote', a.out)
+
+if __name__ == '__main__': main()
