@@ -25,7 +25,7 @@ def census_vs_contract(arm:str, k:int, n:int, b:int, temperature:float=0.0, name
     "Serve `count` prompts of `n` tokens in `arm` with backoff `b` on both sides; (census per request, contract per request)."
     ps = [list(p) for p in prompts(n, count)]
     with torch.no_grad():
-        run = X.serve(arm, model(name), k, ps, max_tokens=k + 3, sampling=SamplingParams(temperature, 7),
+        run = X.serve_arm(arm, model(name), k, ps, max_tokens=k + 3, sampling=SamplingParams(temperature, 7),
                       backoff=lambda has_mamba, L: b, max_num_seqs=count)
     got, want = [], []
     for i, p in enumerate(ps):

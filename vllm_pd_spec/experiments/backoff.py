@@ -7,9 +7,9 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.htm
 # %% auto #0
 __all__ = ['ARMS', 'TOL', 'MODELS', 'KS', 'NUM_SEEDS', 'PROMPT_LEN', 'MAX_TOKENS', 'TEMPERATURE', 'DEFAULT', 'QUICK', 'FULL',
            'SEED_FIGURE', 'NOTES', 'Arm', 'use_backoff', 'StepLog', 'Continuation', 'prompt_drafter_kv', 'FinalKV',
-           'reference_drafter_kv', 'census', 'predicted', 'num_matched', 'serve', 'taint', 'acceptance', 'prompt_set',
-           'run_setting', 'run', 'arms_table', 'plot_heat', 'plot_acceptance', 'mean_ci', 'summarize', 'setting',
-           'plot_sweep', 'sweep_table', 'save_run', 'load_run']
+           'reference_drafter_kv', 'census', 'predicted', 'num_matched', 'serve_arm', 'serve', 'taint', 'acceptance',
+           'prompt_set', 'run_setting', 'run', 'arms_table', 'plot_heat', 'plot_acceptance', 'mean_ci', 'summarize',
+           'setting', 'plot_sweep', 'sweep_table', 'save_run', 'load_run']
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #9f5d71ce
 import json, math, time, torch
@@ -162,7 +162,7 @@ def num_matched(continuation:list, # P's sampled token, then its drafts
     return num_modules
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #1a6ae023
-def serve(arm:Arm|str, # an arm, or its name in `ARMS`
+def serve_arm(arm:Arm|str, # an arm, or its name in `ARMS`
           model:SpecModel, # the weights (float64 for the census)
           k:int, # MTP drafts per step (= modules in use)
           prompts:list, # token-id lists
@@ -209,7 +209,36 @@ def serve(arm:Arm|str, # an arm, or its name in `ARMS`
                 backoff=b, remote_backoff=b_d, handoff_window=decoder.runner.handoff_window if arm.pd else 0)
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #4c15857d
-def taint(run:dict, # what `serve` returned
+def serve(mode:str, # 'standalone' or 'pd'
+          k:int, # MTP drafts per step (= MTP modules used)
+          prompts:list, # token-id lists
+          max_tokens:int, # tokens per request
+          fixes:Fixes=Fixes(), # which fixes are on
+          model:SpecModel|None=None, # default: the shipped weights in float64
+          device:str='cpu', # where the engine runs
+          max_num_seqs:int=8, # requests in flight per engine (concurrency)
+          method:str='mtp', # the drafter
+          transport:str='local', # the P/D pair's transport: 'local' or 'nixl'
+          **engine_kw, # more `LLMEngine` arguments (e.g. `handoff=False`)
+         )->dict:
+    "Serve `prompts` once; outputs, the decode side's `SpecDecodingStats` and a `StepLog`."
+    model = model if model is not None else load_model(dtype=torch.float64)
+    scheduler_config = SchedulerConfig(max_num_seqs=max_num_seqs)
+    kw = dict(device=device, dtype=next(model.parameters()).dtype) | engine_kw
+    if mode == 'standalone':
+        engine = LLMEngine(make_config(method, k, fixes=fixes, model=model, scheduler_config=scheduler_config), model, **kw)
+        decoder = engine
+    elif mode == 'pd':
+        engine = PDPair(method, k, fixes, model, transport=make_transport(transport, len(prompts)),
+                        scheduler_config=scheduler_config, **kw)
+        decoder = engine.D
+    else: raise ValueError(f'mode={mode!r}: standalone or pd')
+    log = decoder.add_observer(StepLog())
+    outputs = engine.generate(prompts, max_tokens=max_tokens)
+    return dict(outputs=outputs, stats=engine.spec_stats, log=log)
+
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #704f3e95
+def taint(run:dict, # what `serve_arm` returned
           model:SpecModel, # the same weights
           prompts:list, # the same prompts
           k:int, # modules in use
@@ -234,8 +263,8 @@ def taint(run:dict, # what `serve` returned
     return dict(tainted_entries=sum(per_request), requests_tainted=sum(x > 0 for x in per_request), heat=heat.tolist(),
                 outside_window=outside, contract_mismatches=mismatched)
 
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #417b1829
-def acceptance(run:dict, # what `serve` returned
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #4dd183b8
+def acceptance(run:dict, # what `serve_arm` returned
                k:int, # drafts per step
                steps:int=16, # decode-step indices to report
               )->dict:
@@ -246,7 +275,7 @@ def acceptance(run:dict, # what `serve` returned
     return dict(mean_acceptance_length=st.mean_acceptance_length, num_drafts=st.num_drafts,
                 per_position_acceptance=[a / max(st.num_drafts, 1) for a in accepted], by_step=by_step)
 
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #4dd183b8
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #e215c85b
 MODELS, KS, NUM_SEEDS = ('text-attn', 'text-hybrid'), (2, 3, 4), 3
 PROMPT_LEN, MAX_TOKENS, TEMPERATURE = 256, 128, 1.0
 DEFAULT = dict(model='text-attn', k=3, num_prompts=6, temperature=0.0, seed=0)  # `reproduce --fix 2`: about 10 s on 2 cores
@@ -277,7 +306,7 @@ def run_setting(model_name:str, # 'text-attn' or 'text-hybrid'
     sampling, runs, out = SamplingParams(temperature, seed), {}, {}
     for name in ['standalone'] + [a for a in arms if a != 'standalone']:
         t0 = time.time()
-        runs[name] = serve(name, model, k, prompts, max_tokens, sampling, device, transport=transport)
+        runs[name] = serve_arm(name, model, k, prompts, max_tokens, sampling, device, transport=transport)
         runs[name]['seconds'] = time.time() - t0
         if bar is not None: bar.update()
     for name in arms:
@@ -289,7 +318,7 @@ def run_setting(model_name:str, # 'text-attn' or 'text-hybrid'
                          lossless=same if temperature == 0 else None, seconds=round(r['seconds'], 2))
     return out
 
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #e215c85b
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #5f7c19cc
 SEED_FIGURE = 1.089  # mean acceptance length before the fix, PR #55055's text (P/D, multi-module MTP)
 
 NOTES = ("Measured on the engine (LLMEngine / PDPair, float64, CPU): five arms of the same engine on the same held-out "
@@ -353,7 +382,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engines run
     headline = (DEFAULT['model'], DEFAULT['k'])
     return _result(settings, headline if headline in settings else next(iter(settings)), setup, rows, device)
 
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #5f7c19cc
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #350e6d38
 def _yes(ok:bool, otherwise:str)->str: return 'yes' if ok else otherwise
 
 def arms_table(rows:dict, # {arm: row} of one setting (`run_setting`)
@@ -369,7 +398,7 @@ def arms_table(rows:dict, # {arm: row} of one setting (`run_setting`)
                    f"| {r['tainted_entries']} ({r['requests_tainted']}) | {census_ok} | {same} |")
     return '\n'.join(out)
 
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #9cc31695
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #66017a65
 def plot_heat(rows:dict, # {arm: row} of one setting
               title:str='', # what the setting is
              ):
@@ -415,7 +444,7 @@ def plot_acceptance(rows:dict, # {arm: row} of one setting
     show(fig, alt=f'Three panels for {title}: mean acceptance length per arm (bars), per-position acceptance per arm (lines), '
                   f'and mean acceptance length at each request\'s i-th decode step per arm (lines).')
 
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #66017a65
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #77e84473
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 def mean_ci(xs:list)->tuple:
