@@ -1,7 +1,12 @@
 """Fix 2's arms timed on one GPU: the P/D pair (both engines on the same device) and standalone, TPOT and output tokens/s.
 
-    python tools/fix2_gpu.py --out nbs/runs/fix2_h200.json                          # on an H200 (or any CUDA GPU)
-    python tools/fix2_gpu.py --device cpu --dry-run --out /tmp/fix2_gpu_dry.json    # the same steps on CPU, tiny
+    PYTHONPATH=. python3 tools/fix2_gpu.py                                              # on an H200: writes nbs/runs/fix2_gpu.json
+    PYTHONPATH=. python3 tools/fix2_gpu.py --device cpu --dry-run --out /tmp/fix2_gpu_dry.json --standins  # CPU, tiny
+
+It needs torch only (numpy and triton may be there too). Where fastcore, safetensors or tokenizers are missing it uses
+small stand-ins of its own (`use_standins`): fastcore's `patch`, a safetensors reader, and the held-out prompts
+tokenized in advance (tools/fix2_gpu_prompts.json, written by `--write-prompts` where `tokenizers` is installed).
+`--standins` forces them, so that a CPU dry run takes the path a bare GPU machine takes.
 
 Per arm (legacy, backoff, handoff, backoff+handoff, standalone) and per k, after a warm-up run on other prompts, one
 timed run of the decoding engine. Measured, not derived from acceptance:
@@ -16,15 +21,75 @@ timed run of the decoding engine. Measured, not derived from acceptance:
   acceptance length.
 Outputs are checked against standalone's (float64 greedy: equal). Writes one JSON file.
 """
-import argparse, json, platform, statistics, sys, time
+import argparse, functools, importlib.util, json, platform, statistics, struct, sys, time, types
 from pathlib import Path
 import torch
-from vllm_pd_spec.config import SchedulerConfig, CacheConfig, cdiv
-from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, make_config
-from vllm_pd_spec.engine.runner import SamplingParams
-from vllm_pd_spec.experiments.backoff import ARMS, use_backoff, prompt_set
-from vllm_pd_spec.model.corpus import heldout_prompts
-from vllm_pd_spec.model.drafters import load_model
+
+PROMPTS = Path(__file__).with_name('fix2_gpu_prompts.json')  # the held-out prompts, tokenized in advance
+POOL = dict(n=32, prompt_len=256)  # heldout_prompts(32, 256): requests are the first --num-prompts, warm-up the next ones
+
+def _patch(f=None, *, as_prop=False, cls_method=False):
+    "fastcore's `patch`, as the engine uses it: add `f` to the class its first argument is annotated with."
+    if f is None: return functools.partial(_patch, as_prop=as_prop, cls_method=cls_method)
+    cls = next(iter(f.__annotations__.values()))
+    for c in getattr(cls, '__args__', None) or (cls,):
+        setattr(c, f.__name__, property(f) if as_prop else classmethod(f) if cls_method else f)
+    return f
+
+_DTYPES = dict(F64=torch.float64, F32=torch.float32, F16=torch.float16, BF16=torch.bfloat16, I64=torch.int64, I32=torch.int32,
+               I16=torch.int16, I8=torch.int8, U8=torch.uint8, BOOL=torch.bool)
+
+def _read_safetensors(path)->tuple:
+    "`(tensors, metadata)` of a safetensors file: an 8-byte header length, a JSON header, then the raw data."
+    b = Path(path).read_bytes()
+    n = struct.unpack('<Q', b[:8])[0]
+    header = json.loads(b[8:8 + n]); meta = header.pop('__metadata__', {}) or {}
+    data = bytearray(b[8 + n:])
+    out = {k: torch.frombuffer(data, dtype=_DTYPES[v['dtype']], count=(v['data_offsets'][1] - v['data_offsets'][0]) // _DTYPES[v['dtype']].itemsize,
+                               offset=v['data_offsets'][0]).reshape(v['shape']) if v['data_offsets'][1] > v['data_offsets'][0]
+           else torch.empty(v['shape'], dtype=_DTYPES[v['dtype']]) for k, v in header.items()}
+    return out, meta
+
+class _SafeOpen:
+    "safetensors' `safe_open`, as `load_model` uses it (a context manager with `metadata()`)."
+    def __init__(self, path, framework='pt', device='cpu'): self.tensors, self.meta = _read_safetensors(path)
+    def __enter__(self): return self
+    def __exit__(self, *exc): return False
+    def metadata(self): return self.meta
+    def keys(self): return list(self.tensors)
+    def get_tensor(self, k): return self.tensors[k]
+
+def use_standins(force:bool=False)->list:
+    "Register stand-ins for fastcore and safetensors where they are missing (or `force`); the names of those registered."
+    used = []
+    if force or importlib.util.find_spec('fastcore') is None:
+        fc, basics = types.ModuleType('fastcore'), types.ModuleType('fastcore.basics')
+        basics.patch, fc.basics = _patch, basics
+        sys.modules.update({'fastcore': fc, 'fastcore.basics': basics}); used.append('fastcore')
+    if force or importlib.util.find_spec('safetensors') is None:
+        st, stt = types.ModuleType('safetensors'), types.ModuleType('safetensors.torch')
+        st.safe_open, stt.load_file, st.torch = _SafeOpen, lambda path, device='cpu': _read_safetensors(path)[0], stt
+        sys.modules.update({'safetensors': st, 'safetensors.torch': stt}); used.append('safetensors')
+    return used
+
+def prompt_pool(force_file:bool=False)->list:
+    "`heldout_prompts(32, 256)`: tokenized here when `tokenizers` is installed, else read from `PROMPTS`."
+    if not force_file and importlib.util.find_spec('tokenizers') is not None:
+        from vllm_pd_spec.model.corpus import heldout_prompts
+        return heldout_prompts(POOL['n'], POOL['prompt_len'])
+    if not PROMPTS.is_file(): sys.exit(f'{PROMPTS} is missing: write it with --write-prompts where tokenizers is installed')
+    d = json.loads(PROMPTS.read_text())
+    if {k: d[k] for k in POOL} != POOL: sys.exit(f'{PROMPTS} holds other prompts than {POOL}')
+    return d['prompts']
+
+def _engine_imports():
+    "The engine's names, imported after the stand-ins are in place."
+    global SchedulerConfig, CacheConfig, cdiv, LLMEngine, PDPair, make_config, SamplingParams, ARMS, use_backoff, load_model
+    from vllm_pd_spec.config import SchedulerConfig, CacheConfig, cdiv
+    from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, make_config
+    from vllm_pd_spec.engine.runner import SamplingParams
+    from vllm_pd_spec.experiments.backoff import ARMS, use_backoff
+    from vllm_pd_spec.model.drafters import load_model
 
 def sync(device):
     if str(device).startswith('cuda'): torch.cuda.synchronize()
@@ -144,28 +209,36 @@ def _stepper_pd(pair, prompts, max_tokens):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--out', required=True, help='JSON file to write (nbs/runs/fix2_h200.json for the page)')
+    ap.add_argument('--out', default='nbs/runs/fix2_gpu.json', help='JSON file to write (the fix-2 page reads nbs/runs/fix2_gpu.json)')
     ap.add_argument('--device', default='cuda')
     ap.add_argument('--model', default='text-attn', choices=['text-attn', 'text-hybrid'])
     ap.add_argument('--ks', default='2,3,4', help='MTP drafts per step, comma-separated')
-    ap.add_argument('--num-prompts', type=int, default=16, help='requests in flight (one batch)')
-    ap.add_argument('--prompt-len', type=int, default=256)
+    ap.add_argument('--num-prompts', type=int, default=16, help='requests in flight (one batch), at most 16')
+    ap.add_argument('--prompt-len', type=int, default=256, help='tokens per prompt, at most 256')
     ap.add_argument('--max-tokens', type=int, default=128)
     ap.add_argument('--dtype', default='float32', choices=['float32', 'float64', 'bfloat16'])
     ap.add_argument('--profile-steps', type=int, default=8, help='decoding steps in the profiled window')
     ap.add_argument('--dry-run', action='store_true', help='tiny sizes (2 prompts of 32 tokens, 8 generated, k=2), e.g. on CPU')
+    ap.add_argument('--standins', action='store_true', help="use this tool's stand-ins for fastcore, safetensors and tokenizers")
+    ap.add_argument('--write-prompts', action='store_true', help=f'write {PROMPTS.name} (needs tokenizers) and exit')
     a = ap.parse_args(argv)
+    if a.write_prompts:
+        PROMPTS.write_text(json.dumps(dict(POOL, prompts=prompt_pool())) + '\n'); print('wrote', PROMPTS); return
     if a.device.startswith('cuda') and not torch.cuda.is_available(): sys.exit('--device cuda: torch sees no CUDA device')
     if a.dry_run: a.ks, a.num_prompts, a.prompt_len, a.max_tokens, a.profile_steps = '2', 2, 32, 8, 2
+    if not 1 <= a.num_prompts <= POOL['n'] // 2: sys.exit(f'--num-prompts={a.num_prompts}: must be in 1..{POOL["n"] // 2}')
+    if not 1 <= a.prompt_len <= POOL['prompt_len']: sys.exit(f'--prompt-len={a.prompt_len}: must be in 1..{POOL["prompt_len"]}')
+    standins = use_standins(a.standins)
+    _engine_imports()
     if not a.device.startswith('cuda'): torch.set_num_threads(1)  # tiny matrices on a CPU: one thread is fastest
     ks = [int(x) for x in a.ks.split(',')]
     dtype = dict(float32=torch.float32, float64=torch.float64, bfloat16=torch.bfloat16)[a.dtype]
     model = load_model(a.model, dtype, device=a.device)
-    pool = heldout_prompts(2 * a.num_prompts, a.prompt_len)
-    prompts, warm = pool[:a.num_prompts], pool[a.num_prompts:]
+    pool = [p[:a.prompt_len] for p in prompt_pool(a.standins)]
+    prompts, warm = pool[:a.num_prompts], pool[a.num_prompts:2 * a.num_prompts]
     run = dict(device=torch.cuda.get_device_name() if a.device.startswith('cuda') else platform.processor() or 'cpu',
                torch=torch.__version__, model=a.model, dtype=a.dtype, started=time.strftime('%Y-%m-%d %H:%M:%S'),
-               args=vars(a), rows=[])
+               standins=standins, args=vars(a), rows=[])
     for k in ks:
         ref = None
         for name in ['standalone'] + [n for n in ARMS if n != 'standalone']:
