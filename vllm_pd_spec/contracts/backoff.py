@@ -1,4 +1,4 @@
-"""How many prompt tokens the prefill instance leaves for the decode instance to compute: `max(1 if has_mamba else 0, num_prefill_lookahead_tokens - 1)`, applied identically on both sides.
+"""How many prompt tokens the prefill instance leaves for the decode instance to compute (`max(1 if has_mamba or bounded_replay else 0, num_prefill_lookahead_tokens - 1)`, the same on both sides), and which drafter KV entries the decode instance still keeps from the prefill instance's guesses.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff.html.md"""
 
