@@ -171,6 +171,7 @@ def time_arm(arm, model, k, prompts, warm, max_tokens, device, sampling, profile
         step = next(_stepper_pd(engine2, prompts, max_tokens) if arm.pd else _stepper_standalone(engine2, prompts, max_tokens))
         bound = profile_steps(decoder2, step, profile_window, device)
     except StopIteration: bound = dict(profiled_steps=0, note='the run ended before the profiled window')
+    except Exception as e: bound = dict(profiled_steps=0, note=f'the profiler failed: {type(e).__name__}: {e}')  # the timings stand
     return dict(arm=arm.name, ours=arm.ours, k=k, requests=len(prompts), output_tokens=n_out, decode_steps=len(timer.steps),
                 tpot_ms_median=1e3 * statistics.median(tpot) if tpot else None,
                 tpot_ms_p90=1e3 * statistics.quantiles(tpot, n=10)[-1] if len(tpot) > 1 else None,
@@ -238,7 +239,8 @@ def main(argv=None):
     prompts, warm = pool[:a.num_prompts], pool[a.num_prompts:2 * a.num_prompts]
     run = dict(device=torch.cuda.get_device_name() if a.device.startswith('cuda') else platform.processor() or 'cpu',
                torch=torch.__version__, model=a.model, dtype=a.dtype, started=time.strftime('%Y-%m-%d %H:%M:%S'),
-               standins=standins, args=vars(a), rows=[])
+               standins=standins, args=vars(a), complete=False, rows=[])
+    out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
     for k in ks:
         ref = None
         for name in ['standalone'] + [n for n in ARMS if n != 'standalone']:
@@ -248,9 +250,10 @@ def main(argv=None):
             row['same_outputs_as_standalone'] = row.pop('outputs') == ref
             row['wall_s'] = time.perf_counter() - t0
             run['rows'].append(row)
+            out.write_text(json.dumps(run, indent=1))  # after every arm: a run cut short keeps what it measured
             print({x: (round(v, 4) if isinstance(v, float) else v) for x, v in row.items()}, flush=True)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(run, indent=1))
-    print('wrote', a.out)
+    run['complete'] = True
+    out.write_text(json.dumps(run, indent=1))
+    print('wrote', out)
 
 if __name__ == '__main__': main()
