@@ -73,11 +73,12 @@ HAZARDS = {  # key prefix: (fix, notebook, what goes wrong when the legacy numbe
     'runner_prefill_lookahead': (1, 'nbs/01_lookahead.ipynb', "the runner keeps fewer next-prefill tokens than the "
         "drafter reads at a chunk boundary (never with vLLM 0.27.1's rows, which equal max(1, L))"),
     'extra_retained_tokens': (1, 'nbs/01_lookahead.ipynb', 'a sliding window keeps too few blocks for the drafter to re-prefill'),
-    'prefill_backoff': (2, 'nbs/02_prefill_backoff.ipynb', "P computes prompt positions whose MTP KV embeds unverified "
-        "drafts, and ships them; D never repairs them: acceptance collapses (seed: 1.089), outputs stay lossless"),
+    'prefill_backoff': (2, 'nbs/02_prefill_backoff.ipynb', "P computes prompt positions whose MTP KV embeds its unverified "
+        "drafts and ships them; D never repairs them (#55055 reports acceptance 1.089; outputs stay lossless). 0.33.0's "
+        "backoff moves this taint rather than removing it: see the taint lines"),
     'truncate_request_for_prefill': (2, 'nbs/02_prefill_backoff.ipynb', 'P keeps the drafter window in its prompt'),
-    'remote_prefill_token_count': (2, 'nbs/02_prefill_backoff.ipynb', 'D loads the draft-tainted positions instead of recomputing them'),
-    'ships_clean_kv': (2, 'nbs/02_prefill_backoff.ipynb', 'KV derived from unverified drafts is shipped P -> D'),
+    'remote_prefill_token_count': (2, 'nbs/02_prefill_backoff.ipynb', "D loads the positions P's drafter filled from its drafts (#55055's account; see the taint lines)"),
+    'ships_clean_kv': (2, 'nbs/02_prefill_backoff.ipynb', "drafter KV derived from P's guesses stays on D (see the taint lines)"),
     'schedule_num_new_tokens': (3, 'nbs/03_truncation_ordering.ipynb', "num_new_tokens <= 0 after the prefix hit: "
         "Scheduler.schedule's `assert num_new_tokens > 0` fires and the engine core dies (#53514)"),
     'num_lookahead_tokens': (4, 'nbs/04_dflash_slots.ipynb', 'DFlash reserves one slot fewer than it writes'),
@@ -109,7 +110,8 @@ def _numbers(d:dict, spec, model, legacy:bool)->dict:
     out['truncate_request_for_prefill'] = backoff.handoff_split(n, b)[0] if p_side else None
     remote = backoff.remote_prefill_token_count(n, b)
     out['remote_prefill_token_count'] = remote if d_side else None
-    out['ships_clean_kv'] = backoff.ships_clean_kv(n, L, mamba, b) if role == 'pd' and n > b else None
+    out['ships_clean_kv'] = (backoff.ships_clean_kv(n, L, mamba, b, num_modules=backoff.drafter_modules(spec))
+                         if role == 'pd' and n > b else None)
     num_new = ordering.legacy_schedule_num_new_tokens if legacy else ordering.schedule_num_new_tokens
     out['schedule_num_new_tokens'] = num_new(n, B, d['prefix_hit'], b) if p_side else None
     out.update(_slot_numbers(spec, role, out['truncate_request_for_prefill'] or n, remote, B, legacy))
@@ -205,6 +207,22 @@ def beyond_numbers(d:dict, spec, model, legacy:bool)->dict:
     out['connector_path.no_state_restore'] = (L.legacy_uses_connector_path if legacy else L.uses_connector_path)(True, False) if hybrid and spec else None
     return out
 
+# %% ../nbs/08_explain.ipynb #f2b0a002
+def _taint(d:dict, spec, model)->dict|None:
+    "Fix 2's census, predicted per arm: the drafter entries D keeps that embed P's guesses (worst case: P's first guess wrong)."
+    m = backoff.drafter_modules(spec)
+    if d['role'] != 'pd' or not m: return None
+    n, mamba, L = d['prompt_len'], model.has_mamba, lookahead.num_prefill_lookahead_tokens(spec)
+    b, w = backoff.prefill_backoff(mamba, L), max(1, L)
+    arms = {'legacy (0.27.1)': (backoff.legacy_prefill_backoff(mamba, L), 0), 'backoff (0.33.0)': (b, 0),
+            'handoff (upstream prototype)': (0, w), 'backoff+handoff (ours)': (b, w)}
+    out = {}
+    for name, (bb, win) in arms.items():
+        ranges = backoff.draft_tainted_positions(n, m, bb, win) if m <= 8 else None  # per module only for a few modules
+        out[name] = dict(backoff=bb, handoff_window=win, entries=backoff.tainted_entries(n, m, bb, win),
+                         first_position=[r.start if len(r) else None for r in ranges] if ranges else None)
+    return dict(modules=m, worst_case="P's first held-back guess wrong", arms=out)
+
 # %% ../nbs/08_explain.ipynb #c4b6bfc6
 def _hazards(d:dict, model, fixed:dict, legacy:dict)->list:
     out = []
@@ -221,11 +239,11 @@ def _hazards(d:dict, model, fixed:dict, legacy:dict)->list:
 def explain(source:dict|None=None, # field -> where it came from, for error messages
             **kw # deployment fields (see `DEFAULTS`)
            )->dict:
-    "Every derived number, fixed and legacy, and the hazards: `{deployment, fixed, legacy, hazards}`."
+    "Every derived number, fixed and legacy, the hazards, and fix 2's taint per arm: `{deployment, fixed, legacy, hazards, taint}`."
     d, spec, model = build_deployment(source, **kw)
     fixed, legacy = _numbers(d, spec, model, False), _numbers(d, spec, model, True)
     fixed.update(beyond_numbers(d, spec, model, False)); legacy.update(beyond_numbers(d, spec, model, True))
-    return dict(deployment=d, fixed=fixed, legacy=legacy, hazards=_hazards(d, model, fixed, legacy))
+    return dict(deployment=d, fixed=fixed, legacy=legacy, hazards=_hazards(d, model, fixed, legacy), taint=_taint(d, spec, model))
 
 # %% ../nbs/08_explain.ipynb #7329b9b7
 def _fmt(v)->str:
@@ -254,7 +272,18 @@ def format_explain(r:dict # `explain(...)`'s result
     for h in real: lines.append(f"! {h['key']} (fix {h['fix']}, {h['notebook']}): {h['hazard']}")
     for h in r['hazards']:
         if h['harmless']: lines.append(f"~ {h['key']} differs (fix {h['fix']}) but does no harm here")
-    return '\n'.join(lines)
+    return '\n'.join(lines + _taint_lines(r.get('taint')))
+
+def _taint_lines(t:dict|None)->list:
+    "Fix 2's taint, one line per arm (nothing when the deployment has no P/D pair or no drafter that reads ahead)."
+    if not t: return []
+    lines = ['', f"draft taint kept on D after its first decode step (fix 2, nbs/02_prefill_backoff.ipynb; {t['modules']} drafter "
+                 f"module(s); worst case: {t['worst_case']}):"]
+    for name, a in t['arms'].items():
+        where = '' if not a['entries'] or a['first_position'] is None else ' (' + ', '.join(
+            f'module {j} from {p}' for j, p in enumerate(a['first_position']) if p is not None) + ')'
+        lines.append(f"  {name:<30} backoff {a['backoff']}, hand-off {a['handoff_window']}: {a['entries']} entries{where}")
+    return lines
 
 # %% ../nbs/08_explain.ipynb #2f25fdcd
 def add_explain_args(p:argparse.ArgumentParser):
@@ -270,7 +299,7 @@ def add_explain_args(p:argparse.ArgumentParser):
     p.add_argument('--prefix-hit', type=int, help=f"leading prompt tokens already in P's prefix cache, at most the prompt (default 0)")
     p.add_argument('--block-size', type=int, help=f'tokens per KV block, {lim("block_size")} (default 16)')
     p.add_argument('--file', help=f'a JSON object (at most {_MAX_FILE_BYTES:,} bytes) with any of: ' + ', '.join(DEFAULTS))
-    p.add_argument('--json', action='store_true', help='print JSON: {"deployment", "fixed", "legacy", "hazards"}')
+    p.add_argument('--json', action='store_true', help='print JSON: {"deployment", "fixed", "legacy", "hazards", "taint"}')
 
 _MAX_FILE_BYTES = 1 << 20
 

@@ -31,6 +31,10 @@ class ExperimentResult:
     rows:list=field(default_factory=list) # the per-configuration table behind the headline figures
     per_setting:list=field(default_factory=list) # one dict per setting that matters: `setting`, `legacy`, `fixed`, `standalone`, optional `arms` (name -> figure)
     notes:str='' # what is measured and what is modelled
+    arms:dict|None=None # per arm (fix 2): mean_acceptance_length, per_position_acceptance, tainted_entries, lossless
+    model:str|None=None # the model the headline figures come from, where it matters
+    k:int|None=None # the speculative tokens per step of the headline figures, where it matters
+    per_setting:list=field(default_factory=list) # one dict per (model, k): setting, legacy, fixed, standalone, arms
 
     def to_json(self)->dict:
         "The JSON object `reproduce --json` writes."
