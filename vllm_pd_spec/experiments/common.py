@@ -29,6 +29,7 @@ class ExperimentResult:
     seconds:float=0.0 # wall time
     setup:dict=field(default_factory=dict) # seeds, sizes, configs: enough to rerun it
     rows:list=field(default_factory=list) # the per-configuration table behind the headline figures
+    per_setting:list=field(default_factory=list) # one dict per setting: `setting`, `legacy`, `fixed`, `standalone`
     notes:str='' # what is measured and what is modelled
 
     def to_json(self)->dict:
