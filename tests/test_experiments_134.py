@@ -21,7 +21,8 @@ def test_quick_run(results, fix):
     assert r.invariant_holds and r.fixed == 0
     assert r.legacy_consequence_seen and r.legacy > 0
     assert r.rows and r.setup['quick'] and r.notes
-    assert r.seed_figure is None  # the upstream reports give no figure for these three
+    if fix != 4: assert r.seed_figure is None  # the upstream reports give no figure for these
+    else: assert 'no rate' in r.seed_figure  # #42971/#43733 report crashes and corruption, no rate
 
 @pytest.mark.parametrize('fix', sorted(MODULES))
 def test_json_fields(results, fix):
@@ -46,10 +47,14 @@ def test_fix1_planner_does_not_drift_but_control_drops(results):
     assert all(r['legacy_dropped_reads'] == r['fixed_dropped_reads'] == 0 for r in rows)
     assert all(r['control_dropped_reads'] > 0 for r in rows)
 
-def test_fix4_stream_corrupts_blocks_only_in_legacy(results):
-    stream = [r for r in results[4].rows if r['scenario'] == 'stream']
-    assert {r['k'] for r in stream} == {3, 7, 15}
-    assert sum(r['legacy_corrupted_blocks'] for r in stream) > 0 and all(r['fixed_corrupted_blocks'] == 0 for r in stream)
+def test_fix4_stray_writes_reach_other_requests_only_in_legacy(results):
+    "Legacy: DFlash writes past its allocation land in other requests' or cached blocks and change their drafts; fixed: none."
+    rows = results[4].rows
+    assert all(r['fixed_writes_outside'] == r['fixed_victims'] == 0 for r in rows)
+    assert all(r['legacy_outputs_lossless'] and r['fixed_outputs_lossless'] for r in rows)
+    assert sum(r['landed_other_request'] + r['landed_cached'] for r in rows) > 0
+    assert all(r['drafts_changed'] == r['drafts_changed_victims'] and not r['drafts_changed_not_victims'] for r in rows)
+    assert results[4].per_setting and all({'setting', 'legacy', 'fixed', 'standalone'} <= set(x) for x in results[4].per_setting)
 
 SCRIPT = shutil.which('vllm-pd-spec', path=str(Path(sys.executable).parent)) or shutil.which('vllm-pd-spec')
 

@@ -8,12 +8,20 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/guard_contract.html.md"""
 __all__ = ['writes_last_sampled', 'legacy_writes_last_sampled']
 
 # %% ../../nbs/06a_guard_contract.ipynb #f1a6be11
+def _check_row(seq_len, num_logits, prefill_len, num_new_sampled):
+    "ValueError naming the argument unless the row's numbers are ints in range."
+    for name, v in (('seq_len', seq_len), ('num_logits', num_logits), ('prefill_len', prefill_len)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0: raise ValueError(f'{name} must be an int >= 0, got {v!r}')
+    if num_new_sampled not in (0, 1) or isinstance(num_new_sampled, bool): raise ValueError(f'num_new_sampled must be 0 or 1, got {num_new_sampled!r}')
+    if num_logits > seq_len: raise ValueError(f'num_logits={num_logits} exceeds seq_len={seq_len}')
+
 def writes_last_sampled(seq_len:int, # tokens of the request computed after this step
                         num_logits:int, # logits this row samples (new sampled tokens + drafts)
                         prefill_len:int, # tokens handed to the runner as prompt (prompt + resumed outputs)
                         num_new_sampled:int=1, # tokens sampled per step that feed the next step (0 or 1)
                        )->bool:
-    "Fixed: write the last sampled token only into a slot at or past the end of the prompt."
+    "Fixed (vLLM 0.33.0): write the last sampled token only into a slot at or past the end of the prompt."
+    _check_row(seq_len, num_logits, prefill_len, num_new_sampled)
     first_logit_seq_pos = seq_len - num_logits
     return seq_len > prefill_len and num_new_sampled > 0 and first_logit_seq_pos >= prefill_len
 
@@ -23,5 +31,6 @@ def legacy_writes_last_sampled(seq_len:int, # tokens of the request computed aft
                                prefill_len:int, # tokens handed to the runner as prompt
                                num_new_sampled:int=1, # tokens sampled per step that feed the next step (0 or 1)
                               )->bool:
-    "Pre-fix: write the last sampled token into every row that is not a pure prefill row."
+    "Legacy (vLLM 0.24.0): write the last sampled token into every row that is not a pure prefill row."
+    _check_row(seq_len, num_logits, prefill_len, num_new_sampled)
     return seq_len > prefill_len and num_new_sampled > 0

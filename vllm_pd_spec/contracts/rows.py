@@ -77,7 +77,7 @@ def num_decode_draft_tokens_pre_47466(num_scheduled:np.ndarray, # [rows] tokens 
     s, d, c, p = _arrays(num_scheduled=num_scheduled, num_draft=num_draft, num_computed=num_computed, num_prompt=num_prompt)
     return np.where((d > 0) & (c >= p), d, -1).astype(np.int32)
 
-# %% ../../nbs/05_gdn_decode_detection.ipynb #78e56ee6
+# %% ../../nbs/05_gdn_decode_detection.ipynb #2eb8c348
 ROW_RULES = {  # name: (function, the arguments it reads)
     '0.24.0': (num_decode_draft_tokens_pre_47466, ('num_scheduled', 'num_draft', 'num_computed', 'num_prompt')),
     '0.27.1': (num_decode_draft_tokens_0271, ('num_scheduled', 'num_draft')),

@@ -47,7 +47,7 @@ def guard_case(model_name:str, # 'text-attn' or 'text-hybrid'
                         mean_first_divergence=round(sum(bad) / len(bad), 1) if bad else None, first_divergences=div))
     return out
 
-# %% ../../nbs/06c_kernel_guard_experiment.ipynb #ffbe586e
+# %% ../../nbs/06c_kernel_guard_experiment.ipynb #98ced215
 MODELS, KS, NUM_PROMPTS, PROMPT_LEN, MAX_TOKENS = ('text-attn',), (1,), 8, 64, 64
 FULL = dict(models=('text-attn', 'text-hybrid'), ks=(1, 2, 3, 4), num_prompts=16, prompt_len=128)
 SEED_FIGURE = 'GSM8K 0.32 standalone -> 0.154 / 0.186 P/D (#47466, with the guard, Qwen3.5-0.8B, MTP=1)'
@@ -77,7 +77,7 @@ def run(device:str='cpu', # 'cpu' (the interpreter) or 'cuda' (the compiled kern
     g = dict(models=MODELS, ks=KS, num_prompts=NUM_PROMPTS, prompt_len=PROMPT_LEN) | (FULL if full else {})
     setup = dict(g, max_tokens=MAX_TOKENS, backend=kernel_backend(device), method='mtp', dtype='float64', greedy=True,
                  max_num_seqs=8, max_num_batched_tokens=512, transport=transport, other_fixes='on',
-                 legacy='Fixes().off(6): vLLM 0.24.0 kernel', fixed='Fixes(): vLLM 0.33.0 kernel', full=full)
+                 legacy='Fixes().off(6): vLLM 0.24.0 kernel', fixed='Fixes(): vLLM 0.33.0 kernel', full=full, quick=quick)
     print('fix 6 setup:', setup)
     bar = progress(len(g['models']) * len(g['ks']) * 3) if progress is not None else None
     with torch_threads(1): rows = guard_rows(**g, device=device, transport=transport, bar=bar)
@@ -95,7 +95,7 @@ def run(device:str='cpu', # 'cpu' (the interpreter) or 'cuda' (the compiled kern
         per_setting=[dict(setting=f'{m}, MTP k={k}, {setup["backend"]}', legacy=by[m, k, 'legacy']['exact_match_rate'],
                           fixed=by[m, k, 'fixed']['exact_match_rate'], standalone=None) for m in g['models'] for k in g['ks']])
 
-# %% ../../nbs/06c_kernel_guard_experiment.ipynb #cfad9b1b
+# %% ../../nbs/06c_kernel_guard_experiment.ipynb #1d7633fc
 def plot(res:ExperimentResult # what `run` returned
         ):
     "Exact-match rate against standalone per k, one panel per model, guard off vs on."

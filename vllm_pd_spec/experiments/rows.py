@@ -147,7 +147,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
     g = dict(ks=KS, rules=RULES, settings=SETTING_NAMES, num_prompts=NUM_PROMPTS, prompt_len=PROMPT_LEN) | (FULL if full else {})
     setup = dict(g, model='text-hybrid (gdn, attn, gdn, attn) + MTP', dtype='float64', greedy=True, max_num_seqs=8,
                  max_num_batched_tokens=512, settings_detail=SETTINGS, transport=transport, other_fixes='on',
-                 legacy=row_rules.LEGACY_ROW_RULE, fixed=row_rules.FIXED_ROW_RULE, full=full)
+                 legacy=row_rules.LEGACY_ROW_RULE, fixed=row_rules.FIXED_ROW_RULE, full=full, quick=quick)
     print('fix 5 setup:', setup)
     bar = progress(len(g['settings']) * len(g['ks']) * (1 + len(g['rules']))) if progress is not None else None
     with torch_threads(1): rows = rule_rows(**g, device=device, transport=transport, bar=bar)

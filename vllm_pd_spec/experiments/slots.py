@@ -18,7 +18,7 @@ from ..model.drafters import load_model
 from ..model.corpus import heldout_prompts
 from .common import ExperimentResult, torch_threads, check_device
 
-# %% ../../nbs/04b_dflash_slots_experiment.ipynb #505dd634
+# %% ../../nbs/04b_dflash_slots_experiment.ipynb #4a7fec78
 def shared_prefix_prompts(n:int, # prompts
                           seed:int=0, # the generator's seed
                           num_docs:int=4, # held-out documents the prompts are cut from
@@ -59,7 +59,7 @@ class StrayWrites(SlotChecker):
         if block and self.kvm.block_pool.blocks[block].block_hash is not None: return 'cached', None
         return ('null' if block == 0 else 'free'), None
 
-# %% ../../nbs/04b_dflash_slots_experiment.ipynb #99fb6b38
+# %% ../../nbs/04b_dflash_slots_experiment.ipynb #5f06cf87
 class StreamLog(StepObserver):
     "Per request: drafts proposed each step, (scheduled, accepted) drafts per step, and corrupted cached blocks it reused."
     def __init__(self, stray:StrayWrites, block_size:int):
@@ -108,7 +108,7 @@ def stream_case(k:int, # DFlash drafts per step
                 landed={kind: sum(1 for x in stray.landed if x[3] == kind) for kind in ('own', 'other_request', 'cached', 'free', 'null')},
                 victims=victims, victims_live=sorted(live, key=ids.index), victims_reused=sorted(log.reused_corrupted, key=ids.index))
 
-# %% ../../nbs/04b_dflash_slots_experiment.ipynb #9aa111f6
+# %% ../../nbs/04b_dflash_slots_experiment.ipynb #ee8dcd06
 def _acceptance_length(case:dict)->float:
     "Mean acceptance length over the drafting steps of every request: 1 + accepted drafts per drafting step."
     steps = [s for r in case['ids'] for s in case['steps'][r] if s[0] > 0]
@@ -173,7 +173,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
     g = dict(ks=KS, num_requests=NUM_REQUESTS) | (FULL if full else {})
     setup = dict(g, seed=SEED, max_tokens=MAX_TOKENS, num_blocks=NUM_BLOCKS, max_num_seqs=MAX_NUM_SEQS, block_size=16,
                  model='text-attn + DFlash', dtype='float64', greedy=True, prompts='shared_prefix_prompts (held-out source)',
-                 legacy='Fixes().off(4): vLLM 0.22.0 slots', fixed='Fixes(): vLLM 0.33.0 slots', full=full)
+                 legacy='Fixes().off(4): vLLM 0.22.0 slots', fixed='Fixes(): vLLM 0.33.0 slots', full=full, quick=quick)
     print('fix 4 setup:', setup)
     bar = progress(len(g['ks'])) if progress is not None else None
     with torch_threads(1): rows = slots_rows(g['ks'], g['num_requests'], SEED, device, bar=bar)
