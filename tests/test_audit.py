@@ -179,16 +179,15 @@ class V1Runner0271:
             self.num_decode_draft_tokens.np[:num_reqs] = num_decode_draft_tokens
 
 class LegacyV1Runner:
-    "Before #47466: a row with drafts is a decode row once its prompt is computed, or when it is new on a decode instance."
-    def _prepare_inputs(self, scheduler_output, num_scheduled_tokens, num_reqs, new_schedule_reqs):
+    "Before #47466 (vLLM 0.24.0): a row with drafts is a decode row once its prompt is computed."
+    def _prepare_inputs(self, scheduler_output, num_scheduled_tokens, num_reqs):
         import numpy as np
         if scheduler_output.total == 0: return None
         else:
             num_decode_draft_tokens = np.full(num_reqs, -1, dtype=np.int32)
             for req_id, draft_token_ids in scheduler_output.scheduled_spec_decode_tokens.items():
                 req_idx = self.input_batch.req_id_to_index[req_id]
-                if (self.is_kv_consumer and req_id in new_schedule_reqs) or \
-                        self.input_batch.num_computed_tokens_cpu[req_idx] >= self.input_batch.num_prompt_tokens[req_idx]:
+                if self.input_batch.num_computed_tokens_cpu[req_idx] >= self.input_batch.num_prompt_tokens[req_idx]:
                     num_decode_draft_tokens[req_idx] = len(draft_token_ids)
 
 def _mod(name, **attrs):
@@ -291,13 +290,14 @@ def test_num_lookahead_tokens_paths(fake_vllm):
     assert verdicts(R.probe_num_lookahead_tokens()) == ['not present']
     fake_vllm('vllm.config', VllmConfig=FixedVllmConfig)
     f, = R.probe_num_lookahead_tokens()
-    assert f.verdict == 'fixed' and 'fill-in' in f.counterexample  # the case that tells 0.33.0 from 0.27.1
-    fake_vllm('vllm.config', VllmConfig=LegacyVllmConfig)
+    assert f.verdict == 'fixed' and f.counterexample.startswith('dflash')  # the case that tells 0.33.0 from 0.22.0
+    fake_vllm('vllm.config', VllmConfig=LegacyVllmConfig)  # 0.27.1's count: no extra slot for DSpark fill-in
     f, = R.probe_num_lookahead_tokens()
-    assert f.verdict == 'legacy' and f.counterexample.startswith('dspark') and 'fill-in' in f.counterexample
+    assert f.verdict == 'differs' and f.counterexample.startswith('dspark') and 'fill-in' in f.counterexample
+    assert 'matches on every case: 0.27.1' in f.note
     fake_vllm('vllm.config', VllmConfig=Pre42971VllmConfig)
     f, = R.probe_num_lookahead_tokens()
-    assert f.verdict == 'differs' and 'matches on every case: pre-#42971' in f.note
+    assert f.verdict == 'legacy'
 
 def test_effective_lookahead_by_source(fake_vllm):
     assert verdicts(R.probe_effective_lookahead()) == ['not present']

@@ -72,7 +72,7 @@ EXPECTED = {  # contract -> verdict, per vLLM version (fixed: 0.33.0's behaviour
         '3. ordering: #53514 prefix-hit replay (NixlPullConnectorScheduler)': 'legacy',
         '3. ordering: #53514 prefix-hit replay (NixlPushConnectorScheduler)': 'legacy',
         '3. ordering: #53514 replay through Scheduler.schedule (NixlConnector)': 'legacy',
-        '4. slots: Scheduler.__init__ num_lookahead_tokens': 'legacy',
+        '4. slots: Scheduler.__init__ num_lookahead_tokens': 'differs',  # matches the named variant 0.27.1 (no DSpark fill-in slot)
         '4. slots: Scheduler.schedule effective lookahead (waiting requests)': 'fixed',
         '5. rows: V1 GPUModelRunner num_decode_draft_tokens': 'legacy',
         '5. rows: V2 MambaHybridModelState.prepare_attn': 'legacy',

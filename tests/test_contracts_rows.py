@@ -1,53 +1,67 @@
-"Fix 5: a spec-decode row has its whole prompt computed before the step."
-import numpy as np
+"Fix 5: the named spec-decode row rules (0.24.0, 0.27.1, 0.33.0 V1 and V2) on every row the scheduler produces."
+import numpy as np, pytest
 from hypothesis import given, find, strategies as st
 from vllm_pd_spec.contracts.rows import *
 
 @st.composite
-def reachable_rows(draw, padded=False):
-    "A row as the scheduler produces it: `(num_scheduled, num_draft, num_computed, num_prompt, kv_consumer_new, padded)`."
-    n, k = draw(st.integers(1, 4096)), draw(st.integers(1, 8))
-    kind = draw(st.sampled_from(['prefill', 'decode', 'd_tail'] + (['padded_tail'] if padded else [])))
+def reachable_rows(draw):
+    "A row as the scheduler produces it: `(num_scheduled, num_draft, num_computed, num_prompt, k, path that keeps GDN right)`."
+    n, k = draw(st.integers(2, 4096)), draw(st.integers(1, 8))
+    kind = draw(st.sampled_from(['prefill', 'decode', 'decode_no_drafts', 'tail', 'padded_tail']))
     if kind == 'prefill':
-        c = draw(st.integers(0, n - 1)); s = draw(st.integers(1, n - c))
-        return s, 0, c, n, False, False
+        c = draw(st.integers(0, n - 1)); s = draw(st.integers(1, n - c)); return s, 0, c, n, k, 'either'
     if kind == 'decode':
-        d = draw(st.integers(0, k)); return 1 + d, d, draw(st.integers(n, n + 4096)), n, False, False
-    b = draw(st.integers(1, min(n, 8)))
-    if kind == 'd_tail': return b, 0, n - b, n, True, False
-    return 1 + k, k, n - 1, n, True, True  # a one-token tail padded with k placeholder drafts
+        d = draw(st.integers(1, k)); return 1 + d, d, draw(st.integers(n, n + 4096)), n, k, 'spec'
+    if kind == 'decode_no_drafts': return 1, 0, draw(st.integers(n, n + 4096)), n, k, 'spec'
+    if kind == 'tail':
+        b = draw(st.integers(1, min(n, 8))); return b, 0, n - b, n, k, 'either'
+    return 1 + k, k, n - 1, n, k, 'spec'  # a one-token tail padded with k placeholder drafts
+
+def _draft_count(rule, r):
+    s, d, c, n, k, _ = r
+    return int(num_decode_draft_tokens(rule, [s], [d], [c], [n], [n], k)[0])
 
 @given(reachable_rows())
-def test_fixed_spec_row_means_prompt_done(row):
-    s, d, c, n, new, _ = row
-    assert is_spec_decode_row(s, d) == (d > 0 and c >= n)
+def test_0330_takes_the_right_path_on_every_row(r):
+    for rule in ('0.33.0 V1', '0.33.0 V2'):
+        v = _draft_count(rule, r)
+        assert r[5] == 'either' or (v >= 0) == (r[5] == 'spec')
+        assert v < 0 or v == r[1]
 
-@given(reachable_rows(padded=True))
-def test_by_state_rule(row):
-    s, d, c, n, new, pad = row
-    assert is_spec_decode_row_by_state(s, c, n, pad) == (c >= n or pad)
+@given(reachable_rows())
+def test_rules_agree_where_drafts_are_verified(r):
+    if r[1] > 0 and r[2] >= r[3]: assert len({_draft_count(rule, r) for rule in ROW_RULES}) == 1
 
-def test_legacy_finds_the_d_side_tail():
-    "A counterexample: the legacy rule runs an unfinished prompt as a decode."
-    s, d, c, n, new, _ = find(reachable_rows(), lambda r: legacy_is_spec_decode_row(r[2], r[3], r[4]) and r[2] < r[3])
-    assert new and c < n
+def test_0271_sends_a_draftless_decode_down_the_prefill_path():
+    "A counterexample: 0.27.1 runs a decode step without drafts from the first state slot."
+    r = find(reachable_rows(), lambda r: r[5] == 'spec' and _draft_count('0.27.1', r) < 0)
+    assert r[0] == 1 and r[1] == 0 and r[2] >= r[3]
 
-@given(st.lists(reachable_rows(padded=True), max_size=64))
-def test_vectorised_forms_match_scalar(rows):
-    a = np.array(rows, dtype=np.int64).reshape(-1, 6).T
-    s, d, c, n, new, pad = a
-    f = num_decode_draft_tokens(s, d)
-    l = legacy_num_decode_draft_tokens(d, c, n, new.astype(bool))
-    st_ = num_decode_draft_tokens_by_state(s, d, c, n, pad.astype(bool))
-    for i, r in enumerate(rows):
-        assert f[i] == (r[1] if is_spec_decode_row(r[0], r[1]) else -1)
-        assert l[i] == (r[1] if legacy_is_spec_decode_row(r[2], r[3], r[4]) else -1)
-        assert st_[i] == (r[1] if is_spec_decode_row_by_state(r[0], r[2], r[3], r[5]) else -1)
-    assert f.dtype == l.dtype == st_.dtype == np.int32
+def test_0240_runs_a_padded_tail_through_the_prefill_kernels():
+    "A counterexample: before #47466 the padded prompt tail is a prefill row."
+    r = find(reachable_rows(), lambda r: r[1] > 0 and _draft_count('0.24.0', r) < 0)
+    assert r[2] == r[3] - 1 and r[0] == r[1] + 1
+
+@given(st.lists(reachable_rows(), max_size=64))
+def test_vectorised_rules_are_row_wise(rows):
+    a = np.array([r[:4] for r in rows], dtype=np.int64).reshape(-1, 4).T
+    for rule in ROW_RULES:
+        v = num_decode_draft_tokens(rule, *a, a[3], 3)
+        assert v.dtype == np.int32 and v.tolist() == [int(num_decode_draft_tokens(rule, [x[0]], [x[1]], [x[2]], [x[3]], [x[3]], 3)[0]) for x in rows]
+
+def test_fix_switch_and_scalar_forms():
+    assert fixes_row_rule(True) == '0.33.0 V2' and fixes_row_rule(False) == '0.27.1'
+    assert is_spec_decode_row(1, 0, 12, 10) and not legacy_is_spec_decode_row(1, 0)
+    assert is_spec_decode_row(4, 3, 9, 10) and legacy_is_spec_decode_row(4, 3)
+
+def test_bad_arguments_name_the_argument():
+    with pytest.raises(ValueError, match='rule'): num_decode_draft_tokens('0.30.0', [1], [0], [1], [1], [1], 3)
+    with pytest.raises(ValueError, match='num_draft'): num_decode_draft_tokens_0271([1, 2], [0])
+    with pytest.raises(ValueError, match='num_computed'): num_decode_draft_tokens_v1_0330([1], [0], [[1]], [1])
+    with pytest.raises(ValueError, match='num_speculative_tokens'): num_decode_draft_tokens_v2_0330([1], [0], [1], [1], -1)
 
 def test_truth_table():
-    tt = {name: rest for name, *rest in row_truth_table()}
-    assert tt['D-side prompt tail after handoff'] == [False, False, True, False]
-    assert tt['spec decode'] == [True, True, True, True]
-    assert tt['middle prefill chunk'] == tt['one-token last prefill chunk'] == [False, False, False, False]
-    assert tt['D-side tail padded with placeholder drafts'] == [False, True, True, True]
+    tt = {r['row kind']: r for r in row_truth_table()}
+    assert [k for k, r in tt.items() if not r['0.27.1 right']] == ['decode without drafts (budget left 1 token)']
+    assert all(r['0.33.0 V1 right'] and r['0.33.0 V2 right'] for r in tt.values())
+    assert tt['D-side one-token tail padded with 3 placeholders']['0.24.0'] == -1

@@ -1,4 +1,4 @@
-"Experiments of fixes 2, 5 and 6 on the real engine: quick runs hold the fixed invariant, show the legacy consequence, and go through `reproduce`."
+"Experiments of fixes 2, 5 and 6 on the real engine: small default runs hold the fixed invariant, show the legacy consequence, and go through `reproduce`."
 import importlib, json, shutil, subprocess, sys
 from pathlib import Path
 import pytest
@@ -54,27 +54,31 @@ def test_fix2_arms(results):
     s, = r.per_setting
     assert s['setting'] == 'text-attn, MTP k=3' and s['arms'] == {a: x['mean_acceptance_length'] for a, x in r.arms.items()}
 
-@pytest.mark.parametrize('fix', [5, 6])
-def test_fix56_outputs_differ_and_accuracy_falls(results, fix):
-    r = results[fix]
-    both_on = [x for x in r.rows if x['fixes'] == 'both on']
-    off = [x for x in r.rows if x['fixes'] == f'fix {fix} off']
-    assert {(x['k'], x['concurrency']) for x in both_on} == {(1, 1), (1, 4), (3, 1), (3, 4)}
-    assert all(x['exact_match_rate'] == 1.0 and x['pd_accuracy'] == x['standalone_accuracy'] for x in both_on)
-    assert any(x['differing'] > 0 for x in off) and r.legacy < r.fixed
+def test_fix5_rules_per_setting(results):
+    "0.33.0 keeps every P/D continuation equal to standalone; 0.27.1 and 0.24.0 do not; every row against 0.33.0 V2."
+    r = results[5]
+    assert all(x['exact_match_rate'] == 1.0 and x['wrong_path_rows'] == 0 for x in r.rows if x['rule'].startswith('0.33.0'))
+    assert any(x['differing'] > 0 for x in r.rows if x['rule'] == '0.27.1') and r.legacy < r.fixed == 1.0
+    assert {x['setting'] for x in r.per_setting} == {f"text-hybrid, MTP k={x['k']}, {x['setting']}, rule {x['rule']}"
+                                                     for x in r.rows if x['rule'] != '0.33.0 V2'}
 
-def test_fix5_and_6_share_one_sweep(results):
-    assert results[5].rows is results[6].rows
+def test_fix6_runs_through_the_interpreted_kernel(results):
+    r = results[6]
+    assert r.setup['backend'] == 'interpreter' and all(x['backend'] == 'interpreter' for x in r.rows)
+    assert all(x['exact_match_rate'] == 1.0 for x in r.rows if x['arm'] == 'fixed')
+    assert any(x['differing'] > 0 for x in r.rows if x['arm'] == 'legacy') and r.legacy < r.fixed == 1.0
 
 def test_first_decode_step_mechanism():
-    "k=1: a placeholder-padded tail row (fix 6's case); k=3: a two-token tail row without drafts (fix 5's case)."
+    "k=1: the one-token tail padded with a placeholder, run as a spec-decode row by every rule since #47466, not by 0.24.0."
+    import torch
     from vllm_pd_spec.experiments.rows import first_decode_step
-    from vllm_pd_spec.model.data import make_prompts
-    p = make_prompts(1, seed=0)[0].prompt
-    s1, s3 = first_decode_step(1, p), first_decode_step(3, p)
+    from vllm_pd_spec.model.corpus import heldout_prompts
+    from vllm_pd_spec.model.drafters import load_model
+    m, p = load_model('text-hybrid', torch.float64), heldout_prompts(1, prompt_len=32)[0]
+    s1, s3 = first_decode_step(1, p, m), first_decode_step(3, p, m)
     assert (s1['prompt_tokens_in_row'], s1['placeholders'], s3['prompt_tokens_in_row'], s3['placeholders']) == (1, 1, 2, 0)
-    assert s1['kernel_writes_legacy'] and not s1['kernel_writes_fixed'] and s1['gdn_spec_row_fixed'] == s1['gdn_spec_row_legacy']
-    assert s3['gdn_spec_row_legacy'] and not s3['gdn_spec_row_fixed'] and not s3['kernel_writes_legacy']
+    assert s1['0.24.0'] == -1 and s1['0.27.1'] == s1['0.33.0 V1'] == s1['0.33.0 V2'] == 1
+    assert s3['0.24.0'] == s3['0.27.1'] == s3['0.33.0 V1'] == s3['0.33.0 V2'] == -1
 
 def test_bad_device_and_transport():
     from vllm_pd_spec.experiments import backoff, rows, guard

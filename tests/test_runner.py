@@ -1,6 +1,8 @@
 """Runner and engines with the real model: standalone equals the one-request reference loop; with every fix on, P/D
-is lossless and has per-position acceptance parity (float64); each legacy consequence shows up (fix 5: accuracy with
-a 2-token MTP tail; fix 6: accuracy with a padded EAGLE tail; fix 2: acceptance never above standalone, lossless)."""
+is lossless and has per-position acceptance parity (float64), through the fused input kernel's reference and its
+interpreted Triton form; each legacy consequence shows up (fix 5: 0.27.1's rule on a decode step trimmed to one token,
+0.24.0's on a padded prompt tail; fix 6: accuracy with a padded EAGLE tail; fix 2: acceptance never above standalone,
+lossless); the block table's rows persist past a new occupant's blocks."""
 import pytest, torch
 from vllm_pd_spec.config import Fixes, SchedulerConfig, CacheConfig
 from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
@@ -31,10 +33,55 @@ def test_pd_lossless_and_parity_float64(examples, method, k):
     assert pd.generate(prompts, 8) == sa.generate(prompts, 8)
     assert pd.spec_stats.num_accepted_tokens_per_pos == sa.spec_stats.num_accepted_tokens_per_pos
 
-def test_fix5_off_drops_accuracy(m32, examples):
-    prompts = [e.prompt for e in examples]
-    fixed, legacy = PDPair('mtp', 3, model=m32).generate(prompts, 8), PDPair('mtp', 3, Fixes().off(5), m32).generate(prompts, 8)
-    assert _acc(examples, fixed) == 1.0 and _acc(examples, legacy) < _acc(examples, fixed)
+@pytest.fixture(scope='module')
+def m64(): return load_model(dtype=torch.float64)
+
+def test_fix5_off_breaks_a_decode_step_trimmed_to_one_token(m64):
+    "0.27.1's rule (fix 5 off) runs a draftless decode step from the first GDN slot: requests that reach max_model_len differ."
+    prompts = [e.prompt for e in make_prompts(8, seed=303)]
+    sc = SchedulerConfig(max_model_len=max(map(len, prompts)) + 6)
+    sa = LLMEngine(make_config('mtp', 1, model=m64, scheduler_config=sc), m64, dtype=torch.float64).generate(prompts, 12)
+    pd = lambda fixes: PDPair('mtp', 1, fixes, m64, scheduler_config=sc, dtype=torch.float64).generate(prompts, 12)
+    assert pd(Fixes()) == sa and pd(Fixes().off(5)) != sa
+
+def test_pre_47466_rule_breaks_the_padded_tail(m64):
+    "0.24.0's rule runs the one-token tail padded with a placeholder draft through the prefill path."
+    prompts = [e.prompt for e in make_prompts(5, seed=303)]
+    sa = LLMEngine(make_config('mtp', 1, model=m64), m64, dtype=torch.float64).generate(prompts, 8)
+    assert PDPair('mtp', 1, model=m64, dtype=torch.float64, gdn_rule='0.24.0').generate(prompts, 8) != sa
+    assert PDPair('mtp', 1, model=m64, dtype=torch.float64, gdn_rule='0.33.0 V1').generate(prompts, 8) == sa
+
+def test_interpreted_kernel_lossless(m64, examples):
+    "The runner's inputs through Triton's interpreter: P/D equals standalone (reference backend)."
+    pytest.importorskip('triton')
+    prompts = [e.prompt for e in examples[:2]]
+    sa = LLMEngine(make_config('mtp', 2, model=m64), m64, dtype=torch.float64).generate(prompts, 4)
+    pd = PDPair('mtp', 2, model=m64, dtype=torch.float64, input_backend='interpreter')
+    assert pd.D.runner.input_backend == 'interpreter' and pd.generate(prompts, 4) == sa
+
+def test_runner_arguments_are_checked(m32):
+    with pytest.raises(ValueError, match='input_backend'): LLMEngine(make_config('mtp', 2, model=m32), m32, input_backend='cuda')
+    with pytest.raises(ValueError, match='gdn_rule'): LLMEngine(make_config('mtp', 2, model=m32), m32, gdn_rule='0.30.0')
+
+def test_next_prefill_rows_follow_the_lookahead_contract(m32):
+    from vllm_pd_spec.contracts import lookahead
+    fixed, legacy = (LLMEngine(make_config('mtp', 3, fixes=f, model=m32), m32).runner for f in (Fixes(), Fixes().off(1)))
+    spec = fixed.cfg.speculative_config
+    assert fixed.next_prefill_tokens.shape[0] == lookahead.runner_prefill_lookahead(lookahead.num_prefill_lookahead_tokens(spec))
+    assert legacy.next_prefill_tokens.shape[0] == lookahead.legacy_runner_prefill_lookahead(spec)
+
+def test_block_table_rows_persist(m32):
+    "A new occupant of a runner slot overwrites its row from the start; entries past its blocks keep the old ids."
+    eng = LLMEngine(make_config('mtp', 1, model=m32, scheduler_config=SchedulerConfig(max_num_seqs=1)), m32)
+    eng.add_request(Request('long', [1 + i % 20 for i in range(59)], max_tokens=2)); eng.step()
+    slot = eng.runner.requests['long'].slot
+    eng.run(); row = eng.runner.block_table[slot].clone()
+    eng.add_request(Request('short', [2 + i % 20 for i in range(9)], max_tokens=2)); eng.step()
+    r = eng.runner.requests['short']
+    assert r.slot == slot  # the slot freed last is taken first (upstream: `free_indices.pop()`)
+    n = len(r.block_ids[eng.runner.attn_group])
+    assert eng.runner.block_table[r.slot, :n].tolist() == list(r.block_ids[eng.runner.attn_group])
+    assert eng.runner.block_table[r.slot, n:4].tolist() == row[n:4].tolist() and row[n:4].ne(0).all()
 
 def test_fix6_off_drops_accuracy(m32, examples):
     prompts = [e.prompt for e in examples]

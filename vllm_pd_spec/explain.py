@@ -116,8 +116,9 @@ def _numbers(d:dict, spec, model, legacy:bool)->dict:
     out['schedule_num_new_tokens'] = num_new(n, B, d['prefix_hit'], b) if p_side else None
     out.update(_slot_numbers(spec, role, out['truncate_request_for_prefill'] or n, remote, B, legacy))
     tail = max(1, n - remote)  # D's first step: the tokens P held back (at least the last one)
-    out['is_spec_decode_row.d_first_step'] = ((rows.legacy_is_spec_decode_row(n - tail, n, kv_consumer_new=True) if legacy
-                                               else rows.is_spec_decode_row(tail, 0)) if d_side and spec else None)
+    s, d = (1 + k, k) if tail == 1 else (tail, 0)  # a one-token tail is padded with k placeholder drafts
+    out['is_spec_decode_row.d_first_step'] = ((rows.legacy_is_spec_decode_row(s, d) if legacy
+                                               else rows.is_spec_decode_row(s, d, n - tail, n)) if d_side and spec else None)
     if d_side and spec:  # D's first step padded with k placeholder drafts (#45237)
         writes = guard.legacy_writes_last_sampled if legacy else guard.writes_last_sampled
         out['writes_last_sampled.d_first_step_padded'] = writes(n + k, k + 1, n, 1)

@@ -18,10 +18,10 @@ __all__ = ['RULES', 'SCHEDULER_NAMES', 'ROW_K', 'V2_RUNNER', 'rule', 'scheduler_
 
 # %% ../../nbs/07c_audit_probes_runner.ipynb #08ecfcec
 RULES = {  # probe -> {'fixed': name, 'legacy': name, 'variants': {label: name}} in vllm_pd_spec.contracts.<module>
-    'num_lookahead_tokens': dict(module='slots', fixed='num_lookahead_tokens_0330', legacy='num_lookahead_tokens_0271',
-                                 variants={'pre-#42971': 'num_lookahead_tokens_pre_42971'}),
-    'effective_lookahead': dict(module='slots', fixed='effective_lookahead_tokens_0330',
-                                legacy='effective_lookahead_tokens_pre_43733',
+    'num_lookahead_tokens': dict(module='slots', fixed='num_lookahead_tokens', legacy='legacy_num_lookahead_tokens',
+                                 variants={'0.27.1': 'num_lookahead_tokens_0271'}),
+    'effective_lookahead': dict(module='slots', fixed='effective_lookahead_tokens',
+                                legacy='legacy_effective_lookahead_tokens',
                                 variants={'#43733 (use_eagle)': 'effective_lookahead_tokens_43733'}),
     'rows_v1': dict(module='rows', fixed='num_decode_draft_tokens_v1_0330', legacy='num_decode_draft_tokens_0271',
                     variants={'pre-#47466': 'num_decode_draft_tokens_pre_47466'}),
@@ -100,7 +100,7 @@ def _effective_args(c)->tuple:
     "(num_lookahead as vLLM 0.33.0 derives it, load_kv_async, use_eagle, num_computed) for a case."
     from vllm_pd_spec.contracts import slots
     spec = our_spec(c[0])
-    return slots.num_lookahead_tokens_0330(spec, sample_from_anchor(c[0])), c[1], spec is not None and spec.use_eagle(), c[2]
+    return slots.num_lookahead_tokens(spec, sample_from_anchor(c[0])), c[1], spec is not None and spec.use_eagle(), c[2]
 
 @probe(fix=4)
 def probe_effective_lookahead()->list:
@@ -210,9 +210,8 @@ def row_forms()->dict:
     def v1(f): return lambda x: int(f([x[0]], [x[1]], [x[2]], [x[3]])[0])
     def v2(f): return lambda x: int(f([x[0]], [x[1]], [x[2]], [x[3]], ROW_K)[0])
     def count(f): return lambda x: int(f([x[0]], [x[1]])[0])
-    def pre(f): return lambda x: int(f([x[0]], [x[1]], [x[2]], [x[3]], [x[4]])[0])
     wrap = {'num_decode_draft_tokens_v1_0330': v1, 'num_decode_draft_tokens_v2_0330': v2,
-            'num_decode_draft_tokens_0271': count, 'num_decode_draft_tokens_pre_47466': pre}
+            'num_decode_draft_tokens_0271': count, 'num_decode_draft_tokens_pre_47466': v1}
     out = {}
     for which in ('v1', 'v2'):
         key = f'rows_{which}'

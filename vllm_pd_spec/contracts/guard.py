@@ -31,6 +31,6 @@ def legacy_writes_last_sampled(seq_len:int, # tokens of the request computed aft
                                prefill_len:int, # tokens handed to the runner as prompt
                                num_new_sampled:int=1, # tokens sampled per step that feed the next step (0 or 1)
                               )->bool:
-    "Pre-fix: write the last sampled token into every row that is not a pure prefill row."
+    "Legacy (vLLM 0.24.0): write the last sampled token into every row that is not a pure prefill row."
     _check_row(seq_len, num_logits, prefill_len, num_new_sampled)
     return seq_len > prefill_len and num_new_sampled > 0

@@ -74,6 +74,8 @@ class LLMEngine:
                  worker:PDConnectorWorker|None=None, # the connector's worker (default: a `PDConnectorWorker` over `transport`)
                  runner=None, # `runner(scheduler, worker)` -> any runner with `execute_model`; default: `ModelRunner`
                  kv_cache_config:KVCacheConfig|None=None, # the KV groups (default: planned with the drafter's layers)
+                 input_backend:str|None=None, # the model runner's input-assembly backend (default: Triton on CUDA, else the torch reference)
+                 gdn_rule:str|None=None, # the model runner's spec-decode row rule, a key of `contracts.rows.ROW_RULES` (default: from the fixes)
                 ):
         self.engine_id = engine_id or f'{vllm_config.role}-0'
         if runner is None: model = model or _default_model()
@@ -87,7 +89,8 @@ class LLMEngine:
         if runner is None:
             checker = SlotChecker(self.scheduler.kv_cache_manager) if slot_checker else None
             self.runner = ModelRunner(vllm_config, kv_cache_config, model, max_reqs=vllm_config.scheduler_config.max_num_seqs + 2,
-                                      worker=worker, device=device, dtype=dtype, slot_checker=checker, handoff=handoff)
+                                      worker=worker, device=device, dtype=dtype, slot_checker=checker, handoff=handoff,
+                                      input_backend=input_backend, gdn_rule=gdn_rule)
         else: self.runner = runner(self.scheduler, worker)
         self.observers: list = []  # `StepObserver`s, called in order
         self.outputs: dict = {}  # request id -> generated tokens
@@ -149,11 +152,13 @@ class PDPair:
                  transport:KVTransport|None=None, # default: a `LocalTransport`
                  scheduler_config:SchedulerConfig=SchedulerConfig(), # both engines' scheduler limits
                  cache_config:CacheConfig=CacheConfig(), # both engines' block pools
+                 decode_scheduler_config:SchedulerConfig|None=None, # the decode engine's limits (default: `scheduler_config`)
                  **engine_kw, # more `LLMEngine` arguments (e.g. `dtype`, `handoff`)
                 ):
         model = model or _default_model()
         self.transport = transport or LocalTransport()
-        config = lambda role: make_config(method, k, role, fixes, block_size, model, scheduler_config=scheduler_config,
+        limits = {'prefill': scheduler_config, 'decode': decode_scheduler_config or scheduler_config}
+        config = lambda role: make_config(method, k, role, fixes, block_size, model, scheduler_config=limits[role],
                                           cache_config=cache_config)
         self.P = LLMEngine(config('prefill'), model, transport=self.transport, **engine_kw)
         self.D = LLMEngine(config('decode'), model, transport=self.transport, **engine_kw)

@@ -8,12 +8,12 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/runner.html.md"""
 __all__ = ['model_config', 'drafter_layer_names', 'CachedRequestState', 'SamplingParams', 'ModelRunner', 'StepInputs']
 
 # %% ../../nbs/25_runner.ipynb #d33420ec
-import copy, hashlib, torch
+import copy, hashlib, numpy as np, torch
 from dataclasses import dataclass, field, replace
 from fastcore.basics import patch
 from ..config import LayerSpec, ModelConfig, VllmConfig, cdiv
 from ..contracts import rows, lookahead
-from ..kernels.combine import combine_sampled_and_draft_tokens
+from ..kernels.assemble import assemble_inputs, ASSEMBLE_BACKENDS
 from .outputs import ModelRunnerOutput, SchedulerOutput
 from .transport import PDConnectorWorker
 from ..model.model import ForwardMeta
@@ -34,14 +34,13 @@ def drafter_layer_names(model:SpecModel, method:str|None)->tuple:
 class CachedRequestState:
     "What the runner keeps per request (upstream: `RequestState`, one row of its persistent tensors)."
     req_id:str # the request's id
-    slot:int # persistent row: GDN state slot, index into last_sampled / draft_tokens
+    slot:int # persistent row: GDN state slot, block-table row, index into the per-slot buffers
     tokens:list # prompt (+ resumed outputs) then verified outputs
     prefill_len:int # tokens given to the runner as prefill
     prompt_len:int # the request's prompt length
     block_ids:tuple # per KV group
     num_computed:int # tokens whose KV and state are computed
-    kv_consumer_new:bool=False # first step on a decode instance (the legacy row rule reads it)
-    num_accepted:int=1 # GDN: the next decode row starts from state entry num_accepted-1
+    num_accepted:int=1 # GDN: the next decode row starts from state entry num_accepted-1 (1 on add, as upstream)
     hidden:dict=field(default_factory=dict) # position -> target hidden state (drafter inputs cached on this instance)
     drafts:list=field(default_factory=list) # this request's drafts for the next step
     pending_repair:int=0 # positions before the first window to redraft from handed-off hidden states (D side)
@@ -80,6 +79,13 @@ def _draw(weights:torch.Tensor, g:torch.Generator)->int:
     return int((weights / torch.empty_like(weights).exponential_(generator=g)).argmax())
 
 # %% ../../nbs/25_runner.ipynb #1661ff8a
+def _input_backend(backend:str|None, device)->str:
+    "The input-assembly backend: `backend`, or 'triton' on CUDA and 'reference' elsewhere."
+    if backend is None: return 'triton' if torch.device(device).type == 'cuda' else 'reference'
+    if backend not in ASSEMBLE_BACKENDS: raise ValueError(f'input_backend must be one of {ASSEMBLE_BACKENDS} or None, got {backend!r}')
+    if backend == 'triton' and torch.device(device).type != 'cuda': raise ValueError("input_backend='triton' needs device='cuda'")
+    return backend
+
 class ModelRunner:
     "Runs the real model for one engine (standalone, P or D)."
     sampling:SamplingParams = SamplingParams()  # greedy unless set on the instance
@@ -90,7 +96,9 @@ class ModelRunner:
                  worker:PDConnectorWorker|None=None, # P/D connector, worker side
                  device='cpu', dtype=torch.float32,
                  slot_checker=None, # an engine `SlotChecker`: every KV write is reported to it
-                 handoff:bool=True # the P/D hidden-state hand-off (False: none, as vLLM 0.33.0 ships)
+                 handoff:bool=True, # the P/D hidden-state hand-off (False: none, as vLLM 0.33.0 ships)
+                 input_backend:str|None=None, # one of `ASSEMBLE_BACKENDS`; default: 'triton' on CUDA, else 'reference'
+                 gdn_rule:str|None=None, # a key of `rows.ROW_RULES`; default: `rows.fixes_row_rule(Fixes.gdn_decode_detection)`
                 ):
         self.cfg, self.fixes, self.kv_cfg = vllm_config, vllm_config.fixes, kv_cache_config
         spec = vllm_config.speculative_config
@@ -100,6 +108,9 @@ class ModelRunner:
         self.model = _placed(model or load_model(), device, dtype)  # never moves the caller's model
         if self.method == 'mtp' and self.k > self.model.args.n_mtp: raise ValueError(f'num_speculative_tokens={self.k} > {self.model.args.n_mtp} MTP modules')
         self.device, self.bs = device, kv_cache_config.block_size
+        self.input_backend = _input_backend(input_backend, device)
+        self.gdn_rule = rows.fixes_row_rule(self.fixes.gdn_decode_detection) if gdn_rule is None else gdn_rule
+        if self.gdn_rule not in rows.ROW_RULES: raise ValueError(f'gdn_rule must be one of {", ".join(rows.ROW_RULES)}, got {gdn_rule!r}')
         self.cache = self.model.make_cache(kv_cache_config.num_blocks, self.bs, max_reqs, self.k)
         self.attn_group = kv_cache_config.group_of(self.model.target.attn_layers()[0])
         gdn = self.model.target.gdn_layers()
@@ -107,9 +118,7 @@ class ModelRunner:
         self.state_store = {}  # GDN-group block id -> GDN states after that block (prefix caching, 'align' mode)
         self.drafter_layers = drafter_layer_names(self.model, self.method)
         self.requests, self.free_slots = {}, list(range(max_reqs))
-        self.last_sampled = torch.zeros(max_reqs, dtype=torch.long)
-        self.draft_tokens = torch.full((max_reqs, max(self.k, 1)), -1, dtype=torch.long)
-        self.prefill_len = torch.zeros(max_reqs, dtype=torch.long)
+        self._make_buffers(max_reqs, spec)
         self.finished_states = {}  # req id -> GDN state snapshot (P sends it after the request finished)
         self.slot_checker, self.worker = slot_checker, worker
         # the hand-off: P ships its last `max(1, num_prefill_lookahead_tokens)` target hidden states; D samples from the
@@ -129,11 +138,34 @@ class ModelRunner:
             if pos: out['handoff.start'], out['handoff.hidden'] = torch.tensor([pos[0]]), torch.stack([r.hidden[p] for p in pos]).cpu()
         return out
 
+# %% ../../nbs/25_runner.ipynb #b1f0a7c3
+@patch
+def _make_buffers(self:ModelRunner, max_reqs:int, spec):
+    "The persistent per-slot tensors the input kernel reads and writes, the flat step buffers, and the block table."
+    sc, long = self.cfg.scheduler_config, dict(dtype=torch.long, device=self.device)
+    width = sc.max_model_len + self.k + 2  # positions a request can reach, its drafts included
+    self.all_token_ids = torch.zeros(max_reqs, width, **long)  # prompt (+ resumed outputs), then verified tokens
+    self.num_computed_tokens, self.prefill_len = torch.zeros(max_reqs, **long), torch.zeros(max_reqs, **long)
+    self.last_sampled = torch.zeros(max_reqs, **long)
+    self.draft_tokens = torch.full((max_reqs, max(self.k, 1)), -1, **long)
+    n_rows = (lookahead.runner_prefill_lookahead(lookahead.num_prefill_lookahead_tokens(spec)) if self.fixes.lookahead_contract
+              else lookahead.legacy_runner_prefill_lookahead(spec))
+    self.next_prefill_tokens = torch.zeros(n_rows, max_reqs, **long)  # [rows, slots]: prompt tokens just past a chunk
+    self.seq_lens = torch.zeros(max_reqs, **long)
+    self._flat_buffers(sc.max_num_batched_tokens)
+    self.block_table = torch.zeros(max_reqs, cdiv(width, self.bs), dtype=torch.long)  # rows never cleared (upstream)
+
+@patch
+def _flat_buffers(self:ModelRunner, num_tokens:int):
+    "Flat `input_ids`, `positions` and `logits_indices` buffers for steps of up to `num_tokens` tokens."
+    long = dict(dtype=torch.long, device=self.device)
+    self.input_ids, self.positions, self.logits_indices = (torch.zeros(num_tokens, **long) for _ in range(3))
+
 # %% ../../nbs/25_runner.ipynb #7939e6d3
 @patch
 def _update_states(self:ModelRunner, so:SchedulerOutput):
     "Drop finished/preempted requests, add new ones, refresh block ids and computed counts."
-    for req_id in so.finished_req_ids | so.preempted_req_ids:
+    for req_id in sorted(so.finished_req_ids | so.preempted_req_ids):  # a fixed order: slots are reused last-freed first
         req = self.requests.pop(req_id, None)
         if req is None: continue
         if req_id in so.finished_req_ids and self.cfg.role == 'prefill': self.finished_states[req_id] = self._handoff_states(req)
@@ -142,17 +174,25 @@ def _update_states(self:ModelRunner, so:SchedulerOutput):
     cached = so.scheduled_cached_reqs
     for req_id, block_ids, num_computed in zip(cached.req_ids, cached.block_ids, cached.num_computed_tokens):
         req = self.requests[req_id]; req.block_ids = block_ids
+        self._write_block_row(req)
         assert req.num_computed == num_computed, f'{req_id}: runner computed {req.num_computed}, scheduler says {num_computed}'
+
+@patch
+def _write_block_row(self:ModelRunner, req:CachedRequestState):
+    "Write the request's full-attention block ids from the start of its block-table row; what lies past them stays."
+    block_ids = list(req.block_ids[self.attn_group])
+    if block_ids: self.block_table[req.slot, :len(block_ids)] = torch.tensor(block_ids, dtype=torch.long)
 
 @patch
 def _add_request(self:ModelRunner, new_req):
     "A new (or resumed) request: a free slot, its tokens, and its GDN state from the transfer or the prefix cache."
-    slot, params = self.free_slots.pop(0), new_req.kv_transfer_params or {}
+    slot = self.free_slots.pop()  # upstream: `free_indices.pop()`
     req = CachedRequestState(new_req.req_id, slot, list(new_req.prefill_token_ids), len(new_req.prefill_token_ids),
-                             len(new_req.prompt_token_ids), new_req.block_ids, new_req.num_computed_tokens,
-                             kv_consumer_new=bool(params.get('remote_engine_id')) and self.cfg.role == 'decode')
+                             len(new_req.prompt_token_ids), new_req.block_ids, new_req.num_computed_tokens)
     self.requests[new_req.req_id] = req
-    self.prefill_len[slot] = req.prefill_len
+    self._write_block_row(req)
+    self.prefill_len[slot], self.num_computed_tokens[slot] = req.prefill_len, req.num_computed
+    self.all_token_ids[slot, :req.prefill_len] = torch.tensor(req.tokens, dtype=torch.long)
     # pre-fix states.py seeded the last sampled token from the prompt; only the kernel guard keeps it out of the prompt
     self.last_sampled[slot] = req.tokens[req.num_computed - 1] if 0 < req.num_computed <= req.prefill_len else 0
     self.draft_tokens[slot] = -1
@@ -174,7 +214,7 @@ def _add_request(self:ModelRunner, new_req):
 class StepInputs:
     "One step's flat batch."
     req_ids:list # the rows, in order
-    input_ids:torch.Tensor # [T] token per scheduled position (prompt tokens; the kernel writes sampled tokens and drafts)
+    input_ids:torch.Tensor # [T] token per scheduled position (the kernel's output; placeholder drafts as 0)
     positions:torch.Tensor # [T] position of each token
     meta:ForwardMeta # query offsets, lengths, block tables, slots, GDN rows
     logits_indices:torch.Tensor # [sum(1 + drafts)] the tokens whose logits are sampled
@@ -185,57 +225,57 @@ class StepInputs:
 
 @patch
 def _block_table(self:ModelRunner, req:CachedRequestState, upto:int)->list:
-    "The full-attention group's block ids, padded with the null block 0 up to position `upto`."
-    block_ids = list(req.block_ids[self.attn_group])
-    return block_ids + [0] * max(0, cdiv(upto, self.bs) - len(block_ids))
+    "The first `cdiv(upto, block_size)` entries of the request's block-table row (past its blocks: what the row holds)."
+    return self.block_table[req.slot, :cdiv(upto, self.bs)].tolist()
 
 @patch
 def _slots(self:ModelRunner, req:CachedRequestState, positions:list)->list:
-    "The KV slot of each position through the full-attention group's block table."
-    block_table = self._block_table(req, max(positions) + 1)
-    return [block_table[p // self.bs] * self.bs + p % self.bs for p in positions]
+    "The KV slot of each position through the request's block-table row, unchecked (as upstream's slot-mapping kernel)."
+    pos = torch.as_tensor(positions, dtype=torch.long)
+    flat_index = req.slot * self.block_table.shape[1] + pos // self.bs  # past the row: the next row's entries
+    return (self.block_table.view(-1)[flat_index] * self.bs + pos % self.bs).tolist()
 
 @patch
-def _is_decode_row(self:ModelRunner, req:CachedRequestState, num_scheduled:int, num_draft:int)->bool:
-    "GDN classification of one row (fix 5)."
-    if num_draft == 0 and req.num_computed >= req.prefill_len: return True  # a plain decode row
-    if self.fixes.gdn_decode_detection: return rows.is_spec_decode_row(num_scheduled, num_draft)
-    return rows.legacy_is_spec_decode_row(req.num_computed, req.prompt_len, req.kv_consumer_new)
+def _gdn_rows(self:ModelRunner, reqs:list, num_scheduled:list, num_draft:list)->list:
+    "Per row: True for a GDN prefill row, False for a spec-decode row, by the runner's named rule (fix 5)."
+    num_decode_draft_tokens = rows.num_decode_draft_tokens(
+        self.gdn_rule, num_scheduled, num_draft, [r.num_computed for r in reqs], [r.prompt_len for r in reqs],
+        [r.prefill_len for r in reqs], self.k)
+    return (num_decode_draft_tokens < 0).tolist()
 
 # %% ../../nbs/25_runner.ipynb #c8135197
 @patch
 def prepare_inputs(self:ModelRunner, so:SchedulerOutput)->StepInputs:
-    "Positions, input ids (through the fix-6 kernel), slot mappings, logits indices, GDN rows."
+    "Input ids, positions, sequence lengths and logits indices through the fused kernel; slot mappings; GDN rows."
     req_ids = list(so.num_scheduled_tokens)
-    input_ids, positions, slot_mapping, seq_lens, block_tables, is_prefill, num_accepted = [], [], [], [], [], [], []
-    query_start_loc, cu_num_logits, num_scheduled, drafts, num_computed = [0], [0], [], [], []
-    for req_id in req_ids:
-        req, n = self.requests[req_id], so.num_scheduled_tokens[req_id]
-        draft_token_ids = list(so.scheduled_spec_decode_tokens.get(req_id, []))
-        req_positions = list(range(req.num_computed, req.num_computed + n))
-        input_ids += [req.tokens[p] if p < req.prefill_len else 0 for p in req_positions]
-        positions += req_positions; slot_mapping += self._slots(req, req_positions)
-        query_start_loc.append(query_start_loc[-1] + n); seq_lens.append(req.num_computed + n)
-        block_tables.append(self._block_table(req, req.num_computed + n))
-        self.draft_tokens[req.slot, :len(draft_token_ids)] = (torch.tensor(draft_token_ids, dtype=torch.long)
-                                                              if draft_token_ids else self.draft_tokens[req.slot, :0])
-        cu_num_logits.append(cu_num_logits[-1] + 1 + len(draft_token_ids))
-        is_prefill.append(not self._is_decode_row(req, n, len(draft_token_ids))); num_accepted.append(req.num_accepted)
-        num_scheduled.append(n); drafts.append(draft_token_ids); num_computed.append(req.num_computed)
-        if self.slot_checker is not None: self.slot_checker.check_write(req_id, self.attn_group, req_positions, 'target')
-    long = lambda x, **kw: torch.tensor(x, dtype=torch.long, **kw)
-    on_device = lambda x: long(x, device=self.device)
-    input_ids = long(input_ids)
-    idx_mapping = long([self.requests[req_id].slot for req_id in req_ids])
-    logits_indices = combine_sampled_and_draft_tokens(
-        input_ids, idx_mapping, self.last_sampled, long(query_start_loc), long(seq_lens), self.prefill_len, self.draft_tokens,
-        long(cu_num_logits), cu_num_logits[-1], 1, guard=self.fixes.kernel_guard, backend='reference')
-    width = max(len(b) for b in block_tables)
-    meta = ForwardMeta(on_device(query_start_loc), on_device(seq_lens), on_device([b + [0] * (width - len(b)) for b in block_tables]),
-                       on_device(slot_mapping), on_device([self.requests[req_id].slot for req_id in req_ids]),
-                       torch.tensor(is_prefill, dtype=torch.bool, device=self.device), on_device(num_accepted))
-    return StepInputs(req_ids, input_ids.clamp(min=0).to(self.device), on_device(positions), meta, logits_indices,
-                      cu_num_logits, num_scheduled, drafts, num_computed)
+    reqs = [self.requests[req_id] for req_id in req_ids]
+    num_scheduled = [so.num_scheduled_tokens[req_id] for req_id in req_ids]
+    drafts = [list(so.scheduled_spec_decode_tokens.get(req_id, [])) for req_id in req_ids]
+    query_start_loc, cu_num_logits = np.cumsum([0] + num_scheduled).tolist(), np.cumsum([0] + [1 + len(d) for d in drafts]).tolist()
+    for req, d in zip(reqs, drafts):
+        if d: self.draft_tokens[req.slot, :len(d)] = torch.tensor(d, dtype=torch.long)
+    if self.slot_checker is not None:
+        for req_id, req, n in zip(req_ids, reqs, num_scheduled):
+            self.slot_checker.check_write(req_id, self.attn_group, range(req.num_computed, req.num_computed + n), 'target')
+    num_tokens, num_reqs = query_start_loc[-1], len(reqs)
+    if num_tokens > self.input_ids.shape[0]: self._flat_buffers(num_tokens)
+    on_device = lambda x: torch.tensor(x, dtype=torch.long, device=self.device)
+    idx_mapping = on_device([r.slot for r in reqs])
+    logits_indices = assemble_inputs(
+        self.input_ids, self.positions, self.seq_lens, self.next_prefill_tokens, idx_mapping, on_device(query_start_loc),
+        self.all_token_ids, self.prefill_len, self.num_computed_tokens, self.last_sampled, self.draft_tokens,
+        on_device(cu_num_logits), cu_num_logits[-1], 1, max_query_len=max(num_scheduled), guard=self.fixes.kernel_guard,
+        out=self.logits_indices, backend=self.input_backend)
+    positions, seq_lens = self.positions[:num_tokens].clone(), self.seq_lens[:num_reqs].clone()
+    block_tables = self.block_table[[r.slot for r in reqs], :cdiv(int(seq_lens.max()), self.bs)]
+    row_of_token = torch.repeat_interleave(torch.tensor([r.slot for r in reqs]), torch.tensor(num_scheduled))
+    pos = positions.cpu()
+    slot_mapping = self.block_table.view(-1)[row_of_token * self.block_table.shape[1] + pos // self.bs] * self.bs + pos % self.bs
+    meta = ForwardMeta(on_device(query_start_loc), seq_lens, block_tables.to(self.device), slot_mapping.to(self.device),
+                       idx_mapping, torch.tensor(self._gdn_rows(reqs, num_scheduled, [len(d) for d in drafts]), device=self.device),
+                       on_device([r.num_accepted for r in reqs]))
+    return StepInputs(req_ids, self.input_ids[:num_tokens].clamp(min=0), positions, meta, logits_indices.clone(),
+                      cu_num_logits, num_scheduled, drafts, [r.num_computed for r in reqs])
 
 # %% ../../nbs/25_runner.ipynb #504a7681
 @patch
@@ -280,13 +320,14 @@ def _post_update(self:ModelRunner, i:int, inputs:StepInputs, hidden_states:torch
     sampled, num_rejected = self._verify(req, n, draft_token_ids, num_computed,
                                          logits[inputs.cu_num_logits[i]:inputs.cu_num_logits[i + 1]])
     req.num_computed = num_computed + n - num_rejected  # upstream's post-update: num_computed += query_len - num_rejected
+    self.num_computed_tokens[req.slot] = req.num_computed
     # the rejection sampler's num_accepted_tokens (accepted drafts + 1) picks the GDN entry of the next decode row
     req.num_accepted = max(1, len(sampled)) if not bool(inputs.meta.is_prefill[i]) else 1
-    req.kv_consumer_new = False
     for j in range(n - num_rejected): req.hidden[num_computed + j] = hidden_states[query_start_loc[i] + j]
     if sampled:  # verified tokens: everything before the drafts, the accepted drafts, the bonus token
         req.tokens = req.tokens[:num_computed + n - len(draft_token_ids)] + sampled
         self.last_sampled[req.slot] = sampled[-1]
+        self.all_token_ids[req.slot, len(req.tokens) - len(sampled):len(req.tokens)] = torch.tensor(sampled, dtype=torch.long)
     req.drafts = self._propose(req, num_computed, n - num_rejected, num_rejected, emit=bool(sampled)) if self.method else []
     for p in [p for p in req.hidden if p < req.num_computed - self.k - 2]: del req.hidden[p]
     return sampled
@@ -364,7 +405,10 @@ def _meta_for(self:ModelRunner, req:CachedRequestState, positions:list, causal:b
 
 @patch
 def _ahead(self:ModelRunner, req:CachedRequestState, position:int, drafts:list)->int:
-    "The token at `position` as the drafter sees it: verified, else prompt (0 past it), else this step's drafts."
+    "The token at `position` as the drafter sees it: computed or verified; mid-prefill, `next_prefill_tokens` (0 past its rows); else this step's drafts."
+    if req.num_computed <= position < req.prefill_len:  # upstream's `next_prefill_tokens`, written by the input kernel
+        row = position - req.num_computed
+        return int(self.next_prefill_tokens[row, req.slot]) if row < self.next_prefill_tokens.shape[0] else 0
     if position < len(req.tokens): return req.tokens[position]
     return drafts[position - len(req.tokens)] if position - len(req.tokens) < len(drafts) else 0
 

@@ -231,7 +231,7 @@ def _schedule_waiting(self:Scheduler,
             if num_new_tokens is None: break
             if num_new_tokens == 0: skipped_waiting_requests.append(self.waiting.popleft()); continue
         effective_lookahead_tokens = (
-            slots.effective_lookahead_tokens(self.num_lookahead_tokens, load_kv_async, self.use_eagle)
+            slots.effective_lookahead_tokens(self.num_lookahead_tokens, load_kv_async)
             if self.fixes.dflash_slots else  # fix 4: withhold only on an async load (legacy: on a first prefill)
             slots.legacy_effective_lookahead_tokens(self.num_lookahead_tokens, request.num_computed_tokens))
         new_blocks = self.kv_cache_manager.allocate_slots(
