@@ -182,3 +182,14 @@ def test_engine_steps_any_runner_and_calls_observers_in_order():
     assert eng.generate([list(range(6))], max_tokens=7) == [[7] * 7]
     assert seen == [('schedule', 6), ('output', 1), ('schedule', 3), ('output', 3), ('schedule', 3), ('output', 3)]
     with pytest.raises(ValueError, match='worker'): ToyRunner(eng.scheduler, worker=object())
+
+def test_row_sampled_from_p_record_feeds_the_next_step():
+    "MTP k=1: P computes the whole prompt, D samples its first token from P's hidden state; the kernel's buffers follow."
+    import torch
+    from vllm_pd_spec.config import Fixes
+    from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, make_config
+    from vllm_pd_spec.model.drafters import load_model
+    from vllm_pd_spec.model.corpus import heldout_prompts
+    m, prompts = load_model('text-attn', torch.float64), heldout_prompts(2, prompt_len=48)
+    ref = LLMEngine(make_config('mtp', 1, model=m), m, dtype=torch.float64).generate(prompts, 8)
+    assert PDPair('mtp', 1, Fixes(), m, dtype=torch.float64, handoff=True).generate(prompts, 8) == ref

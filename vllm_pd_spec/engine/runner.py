@@ -388,7 +388,8 @@ def _sample_from_record(self:ModelRunner, req_id:str, num_scheduled:int, draft_t
     num_rejected = num_scheduled - 1  # the placeholder drafts the scheduler padded the row with (#45237): all rejected
     req.num_computed, req.num_accepted, req.kv_consumer_new = num_computed + 1, 1, False  # P's GDN state stays current
     req.tokens = req.tokens[:num_computed + 1] + sampled
-    self.last_sampled[req.slot] = sampled[-1]
+    self.last_sampled[req.slot], self.num_computed_tokens[req.slot] = sampled[-1], req.num_computed  # the kernel's buffers
+    self.all_token_ids[req.slot, len(req.tokens) - 1] = sampled[-1]
     req.drafts = self._propose(req, num_computed, 1, num_rejected, emit=True) if self.method else []
     for p in [p for p in req.hidden if p < req.num_computed - self.k - 2]: del req.hidden[p]
     return sampled
