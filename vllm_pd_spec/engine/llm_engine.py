@@ -70,7 +70,7 @@ class LLMEngine:
                  device='cpu', # where the model runs
                  dtype=torch.float32, # the model's precision
                  slot_checker:bool=False, # report every KV write of the model runner to a `SlotChecker`
-                 handoff:bool=True, # fix 2's hidden-state hand-off in the model runner (see the runner notebook)
+                 handoff:bool=False, # the hidden-state hand-off in the model runner (off: as vLLM 0.33.0 ships; see the runner page)
                  worker:PDConnectorWorker|None=None, # the connector's worker (default: a `PDConnectorWorker` over `transport`)
                  runner=None, # `runner(scheduler, worker)` -> any runner with `execute_model`; default: `ModelRunner`
                  kv_cache_config:KVCacheConfig|None=None, # the KV groups (default: planned with the drafter's layers)

@@ -96,7 +96,7 @@ class ModelRunner:
                  worker:PDConnectorWorker|None=None, # P/D connector, worker side
                  device='cpu', dtype=torch.float32,
                  slot_checker=None, # an engine `SlotChecker`: every KV write is reported to it
-                 handoff:bool=True, # the P/D hidden-state hand-off (False: none, as vLLM 0.33.0 ships)
+                 handoff:bool=False, # the P/D hidden-state hand-off (upstream main's prototype; off: none, as vLLM 0.33.0 ships)
                  input_backend:str|None=None, # one of `ASSEMBLE_BACKENDS`; default: 'triton' on CUDA, else 'reference'
                  gdn_rule:str|None=None, # a key of `rows.ROW_RULES`; default: `rows.fixes_row_rule(Fixes.gdn_decode_detection)`
                 ):

@@ -307,17 +307,17 @@ def run_header(run:dict)->str:
 
 def plot_run(run:dict):
     "Median µs against batch size, one panel per k: ours and vLLM's, in a CUDA graph (solid) and eager (dotted)."
-    import matplotlib.pyplot as plt
+    from vllm_pd_spec.plotting import figure, legend_outside
     ks = sorted({r['k'] for r in run['bench']})
-    fig, axs = plt.subplots(1, len(ks), figsize=(4.4 * len(ks), 3.6), sharey=True, squeeze=False)
+    fig, axs = figure(ncols=len(ks), height=3.0, sharey=True, squeeze=False)
     for ax, k in zip(axs[0], ks):
         rs = [r for r in run['bench'] if r['k'] == k]; bs = [r['batch'] for r in rs]
         for name, color in (('fused', 'C0'), ('vllm_three', 'C3'), ('combine', 'C2'), ('vllm_combine', 'C1'), ('empty', 'k')):
             ax.plot(bs, [r[name + '_graph'] for r in rs], '-o', color=color, ms=3, label=name + ' (graph)')
             ax.plot(bs, [r[name] for r in rs], ':', color=color, label=name + ' (eager)')
         ax.set(xscale='log', yscale='log', xlabel='batch (rows)', title=f'k = {k}')
-    axs[0][0].set_ylabel('median µs'); axs[0][-1].legend(fontsize=6, ncol=2)
-    fig.suptitle(run['device'], fontsize=9); plt.tight_layout()
+    axs[0][0].set_ylabel('median µs'); legend_outside(fig, where='bottom')
+    fig.suptitle(run['device'], fontsize=9)
     return fig
 
 # %% ../../nbs/06b_kernel_bench.ipynb #378a82d2
