@@ -12,7 +12,7 @@ __all__ = ['local_prefix_hit', 'on_new_request', 'legacy_on_new_request', 'get_n
 
 # %% ../../nbs/03_truncation_ordering.ipynb #5a20f736
 from ..config import make_kv_transfer_params, cdiv
-from .backoff import truncate_request_for_prefill
+from .backoff import truncate_request_for_prefill, _Prompt
 from types import SimpleNamespace
 
 # %% ../../nbs/03_truncation_ordering.ipynb #06275585
@@ -99,9 +99,9 @@ def legacy_schedule_num_new_tokens(num_prompt_tokens:int, # prompt length as the
 # %% ../../nbs/03_truncation_ordering.ipynb #e6f7a8b9
 def make_p_request(num_prompt_tokens:int # prompt length
                   ):
-    "A P-side request (`do_remote_decode=True`) with prompt `0..num_prompt_tokens-1` (memory grows with the length)."
+    "A P-side request (`do_remote_decode=True`) whose prompt knows only its length (O(1) at any length)."
     _count('num_prompt_tokens', num_prompt_tokens, 1)
-    return SimpleNamespace(prompt_token_ids=list(range(num_prompt_tokens)), num_prompt_tokens=num_prompt_tokens,
+    return SimpleNamespace(prompt_token_ids=_Prompt(num_prompt_tokens), num_prompt_tokens=num_prompt_tokens,
                            max_tokens=16, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True))
 
 def simulate_num_new_tokens(num_prompt_tokens:int, # prompt length as the request arrives
