@@ -10,6 +10,7 @@ __all__ = ['WIRE_VERSION', 'STATE_DTYPES', 'MAX_ID_BYTES', 'PUB', 'DONE', 'FAIL'
            'decode_notice', 'NixlTransferRecord', 'NixlTransport', 'NixlPair']
 
 # %% ../../nbs/19_nixl_transport.ipynb #96a4f819
+# Over 400 lines: the transport's wire format, schema checks and fault handling belong together; each is short.
 import abc, os, time
 import msgpack
 from collections import Counter

@@ -8,6 +8,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/runner.html.md"""
 __all__ = ['model_config', 'drafter_layer_names', 'CachedRequestState', 'SamplingParams', 'ModelRunner', 'StepInputs']
 
 # %% ../../nbs/25_runner.ipynb #d33420ec
+# Over 400 lines: the model runner keeps upstream's step order (state, inputs, forward, verify, post-update, draft) in one module, as `vllm/v1/worker/gpu/model_runner.py` does.
 import copy, hashlib, numpy as np, torch
 from dataclasses import dataclass, field, replace
 from fastcore.basics import patch

@@ -12,6 +12,7 @@ __all__ = ['ARMS', 'TOL', 'MODELS', 'KS', 'NUM_SEEDS', 'PROMPT_LEN', 'MAX_TOKENS
            'setting', 'plot_sweep', 'sweep_table', 'save_run', 'load_run']
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #9f5d71ce
+# Over 400 lines: the five arms, the census and the sweep of one experiment; each function is short.
 import json, math, time, torch
 from dataclasses import dataclass
 from pathlib import Path

@@ -52,6 +52,7 @@ def assemble_inputs_ref(input_ids, positions, seq_lens, next_prefill_tokens, idx
                                                 num_new_sampled_tokens, guard=guard, out=out, check_values=False)
 
 # %% ../../nbs/06d_fused_input_assembly.ipynb #7afd57de
+# Over 50 lines: one Triton kernel doing the work of upstream's three (prefill tokens, positions and lengths, sampled and draft tokens) in one launch.
 def _assemble_kernel(input_ids_ptr, positions_ptr, seq_lens_ptr, max_num_reqs, next_prefill_ptr, next_prefill_stride,
                      num_lookahead, idx_mapping_ptr, query_start_loc_ptr, all_token_ids_ptr, all_token_ids_stride,
                      prefill_len_ptr, num_computed_ptr, last_sampled_ptr, last_sampled_stride, draft_tokens_ptr,
@@ -173,6 +174,7 @@ def _assemble_key(input_ids, positions, seq_lens, next_prefill_tokens, idx_mappi
             prefill_len.dtype, num_computed_tokens.dtype, last_sampled_tokens.dtype, draft_tokens.dtype,
             cu_num_logits.dtype, None if out is None else out.dtype, draft_tokens.shape[1]) + ints
 
+# Over 50 lines: every buffer's shape and dtype is checked before the launch, one argument per line with its docment.
 def assemble_inputs(input_ids, # [max_num_tokens] int32/int64, written: the step's token ids
                     positions, # [max_num_tokens] written: each token's position in its sequence
                     seq_lens, # [max_num_reqs] written: tokens computed after this step per row; 0 past the batch

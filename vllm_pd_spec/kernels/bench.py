@@ -229,6 +229,7 @@ def _pytest(vllm_file:str, dry_run:bool, timeout:int=170)->dict:
     return dict(command=' ; '.join('pytest ' + ' '.join(a) for a in runs), rc=rc, summary=' ; '.join(summaries),
                 seconds=round(time.time() - t0, 1), tail=tail)
 
+# Over 50 lines: the run's stages in order (tests, comparison, benchmark), each rewriting the saved JSON so a failure keeps what was measured.
 def run_suite(vllm=None, # vLLM's source: see `find_input_batch`
               save=None, # JSON path, written after every stage
               dry_run:bool=False, # on a CPU, through the interpreter, tiny sizes
