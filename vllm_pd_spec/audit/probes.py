@@ -233,31 +233,31 @@ def our_p_side(truncate, num_prompt_tokens:int, *args)->tuple:
 @probe(fix=2)
 def probe_backoff()->list:
     "Fix 2: the NIXL connector scheduler's backoff, D-side count and P-side truncation."
-    from vllm_pd_spec.contracts import backoff as B
+    from vllm_pd_spec.contracts import backoff
     cls = next((c for c in map(locate, NIXL_SCHEDULERS) if c is not None), None)
     if cls is None: return [missing('2. backoff: NIXL connector scheduler', *NIXL_SCHEDULERS)]
     cases, out = backoff_cases(), []
-    fb = lambda c: B.prefill_backoff(c[0], c[1])
+    fb = lambda c: backoff.prefill_backoff(c[0], c[1])
     name = '2. backoff: _prefill_backoff'
     if hasattr(cls, '_prefill_backoff'):
         out.append(classify(name, where(getattr(cls, '_prefill_backoff')), cases,
                             lambda c: call(connector_scheduler(cls, c[0], c[1]), '_prefill_backoff'),
-                            fb, lambda c: B.legacy_prefill_backoff(c[0], c[1]), show=show_backoff))
+                            fb, lambda c: backoff.legacy_prefill_backoff(c[0], c[1]), show=show_backoff))
     else: out.append(missing(name, where(cls, cls.__qualname__ + '._prefill_backoff'),
                              note='no backoff method: the connector cannot know the lookahead'))
     d = next((m for m in D_COUNTS if hasattr(cls, m)), None)
     name = '2. backoff: D-side remote prefill token count'
     if d: out.append(classify(name, where(getattr(cls, d)), cases,
                               lambda c: call(connector_scheduler(cls, c[0], c[1], producer=False), d, c[2]),
-                              lambda c: B.remote_prefill_token_count(c[2], fb(c)),
-                              lambda c: B.legacy_remote_prefill_token_count(c[2], c[0]), show=show_backoff))
+                              lambda c: backoff.remote_prefill_token_count(c[2], fb(c)),
+                              lambda c: backoff.legacy_remote_prefill_token_count(c[2], c[0]), show=show_backoff))
     else: out.append(missing(name, *(where(cls, f'{cls.__qualname__}.{m}') for m in D_COUNTS)))
     name = '2. backoff: P-side truncation (twice, on vllm.v1.request.Request)'
     pcls = next((c for c in map(locate, P_SIDE_SCHEDULERS) if c is not None), cls)
     t = next((m for m in TRUNCATORS if hasattr(pcls, m)), None)
     if t: out.append(classify(name, where(getattr(pcls, t)), cases, lambda c: p_side(pcls, *c),
-                              lambda c: our_p_side(B.truncate_request_for_prefill, c[2], fb(c)),
-                              lambda c: our_p_side(B.legacy_truncate_request_for_prefill, c[2], c[0]),
+                              lambda c: our_p_side(backoff.truncate_request_for_prefill, c[2], fb(c)),
+                              lambda c: our_p_side(backoff.legacy_truncate_request_for_prefill, c[2], c[0]),
                               show=show_backoff,
                               note=f'through {pcls.__name__}\'s P-side hooks; truncates in: {truncating_hook(pcls, cases)}; '
                                    'state: (prompt ids, num_prompt_tokens, all ids, max_tokens, _p_side_truncated)'))
@@ -314,7 +314,7 @@ def replay_53514(cls, # a NIXL connector scheduler class
 @probe(fix=3)
 def probe_ordering()->list:
     "Fix 3: replay #53514 through vLLM's KVCacheManager and NIXL connector schedulers."
-    from vllm_pd_spec.contracts import ordering as O
+    from vllm_pd_spec.contracts import ordering
     name = '3. ordering: #53514 prefix-hit replay'
     base = 'vllm.distributed.kv_transfer.kv_connector.v1.nixl.'
     paths = [base + 'pull_scheduler:NixlPullConnectorScheduler', base + 'push_scheduler:NixlPushConnectorScheduler',
@@ -323,7 +323,7 @@ def probe_ordering()->list:
     if not found or locate('vllm.v1.core.kv_cache_manager:KVCacheManager') is None: return [missing(name, *paths)]
     hook = _scheduler_calls_on_new_request()
     cases = [(N, h) for N in range(2, 18) for h in sorted({N, N - 1, N // 2})]
-    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)((O.schedule_num_new_tokens if fixed else O.legacy_schedule_num_new_tokens)(c[0], 4, c[1], 1))
+    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)((ordering.schedule_num_new_tokens if fixed else ordering.legacy_schedule_num_new_tokens)(c[0], 4, c[1], 1))
     out = []
     for p, cls in found:
         out.append(classify(f'{name} ({cls.__name__})', where(cls), cases, lambda c, cls=cls: replay_53514(cls, *c),
@@ -385,7 +385,7 @@ def replay_53514_scheduler(make, # from `real_scheduler_factory`
 @probe(fix=3)
 def probe_ordering_scheduler()->list:
     "Fix 3: replay #53514 through vLLM's real `Scheduler.schedule()` and NIXL connector."
-    from vllm_pd_spec.contracts import ordering as O
+    from vllm_pd_spec.contracts import ordering
     name = '3. ordering: #53514 replay through Scheduler.schedule (NixlConnector)'
     sched = locate('vllm.v1.core.sched.scheduler:Scheduler')
     if sched is None or locate('vllm.config:KVTransferConfig') is None:
@@ -393,7 +393,7 @@ def probe_ordering_scheduler()->list:
     try: make = real_scheduler_factory()
     except Exception as e: return [Finding(name, where(sched), 'error', note=f'could not build a VllmConfig here: {type(e).__name__}: {e}'[:300])]
     cases = [(N, h) for N in (2, 16, 17, 20, 32, 33, 40, 48, 49, 64, 65) for h in sorted({N, N - 1, N // 2})]
-    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)((O.schedule_num_new_tokens if fixed else O.legacy_schedule_num_new_tokens)(c[0], 16, c[1], 1))
+    ours = lambda fixed: lambda c: (lambda v: v if v > 0 else ASSERT_FIRES)((ordering.schedule_num_new_tokens if fixed else ordering.legacy_schedule_num_new_tokens)(c[0], 16, c[1], 1))
     return [classify(name, where(getattr(sched, 'schedule')), cases, lambda c: replay_53514_scheduler(make, *c),
                      ours(True), ours(False), show=lambda c: f'prompt {c[0]}, cached prefix {c[1]}, block 16',
                      note='real VllmConfig (tiny Llama config.json shipped in the package), Scheduler, KVCacheManager and '

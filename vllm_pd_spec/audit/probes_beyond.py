@@ -126,16 +126,16 @@ def scheduler_drop_predicate():
 # %% ../../nbs/09e_audit_probes_beyond.ipynb #66dffb84
 def probe_layouts()->dict:
     "Named group layouts the draft-group probes run (each with a full-attention target group first)."
-    from vllm_pd_spec.contracts.draft_groups import CacheGroup as G
+    from vllm_pd_spec.contracts.draft_groups import CacheGroup
     return {
-        'FA + 2 Mamba + own MTP group': [G('full_attention', 4), G('mamba', 6), G('mamba', 6), G('full_attention', 0, 1)],
-        'FA with merged MTP layer + Mamba': [G('full_attention', 4, 1), G('mamba', 6)],
-        'FA + Mamba, KV-sharing drafter': [G('full_attention', 4), G('mamba', 6)],
-        'FA + SWA + SWA drafter group': [G('full_attention', 4), G('sliding_window', 4), G('sliding_window', 0, 2)],
-        'FA + SWA, KV-sharing drafter': [G('full_attention', 4), G('sliding_window', 4)],
-        'FA + FA drafter group': [G('full_attention', 4), G('full_attention', 0, 1)],
-        'FA + Mamba + SWA drafter group': [G('full_attention', 4), G('mamba', 6), G('sliding_window', 0, 5)],
-        'FA + 3 Mamba, no drafter layer': [G('full_attention', 4), G('mamba', 6), G('mamba', 6), G('mamba', 6)],
+        'FA + 2 Mamba + own MTP group': [CacheGroup('full_attention', 4), CacheGroup('mamba', 6), CacheGroup('mamba', 6), CacheGroup('full_attention', 0, 1)],
+        'FA with merged MTP layer + Mamba': [CacheGroup('full_attention', 4, 1), CacheGroup('mamba', 6)],
+        'FA + Mamba, KV-sharing drafter': [CacheGroup('full_attention', 4), CacheGroup('mamba', 6)],
+        'FA + SWA + SWA drafter group': [CacheGroup('full_attention', 4), CacheGroup('sliding_window', 4), CacheGroup('sliding_window', 0, 2)],
+        'FA + SWA, KV-sharing drafter': [CacheGroup('full_attention', 4), CacheGroup('sliding_window', 4)],
+        'FA + FA drafter group': [CacheGroup('full_attention', 4), CacheGroup('full_attention', 0, 1)],
+        'FA + Mamba + SWA drafter group': [CacheGroup('full_attention', 4), CacheGroup('mamba', 6), CacheGroup('sliding_window', 0, 5)],
+        'FA + 3 Mamba, no drafter layer': [CacheGroup('full_attention', 4), CacheGroup('mamba', 6), CacheGroup('mamba', 6), CacheGroup('mamba', 6)],
     }
 
 def annotated_groups(layout:list, method)->list:
@@ -207,15 +207,15 @@ def store_drop_ids(case, pred)->tuple:
 # %% ../../nbs/09e_audit_probes_beyond.ipynb #caac54c8
 def probe_draft_group_consumers()->list:
     "Draft groups: which groups vLLM's coordinator, offloading connector and Mooncake store treat as the drafter's."
-    from vllm_pd_spec.contracts import draft_groups as D
+    from vllm_pd_spec.contracts import draft_groups
     pred, pnote = scheduler_drop_predicate()
     name0 = '7. draft groups'
     if pred is None: return [missing(f'{name0}: drop predicate', 'vllm/v1/core/sched/scheduler.py:Scheduler.__init__', note=pnote)]
     layouts, out = probe_layouts(), []
-    fx = lambda c: _ids(D.drop_group_ids(layouts[c[0]], c[1]))
-    lg = lambda c: _ids(D.legacy_drop_group_ids(layouts[c[0]], c[1]))
-    v033 = {'kv_coordinator': D.coordinator_drop_group_ids_0330, 'offloading': D.annotated_group_ids_0330,
-            'mooncake_store': D.coordinator_drop_group_ids_0330}
+    fx = lambda c: _ids(draft_groups.drop_group_ids(layouts[c[0]], c[1]))
+    lg = lambda c: _ids(draft_groups.legacy_drop_group_ids(layouts[c[0]], c[1]))
+    v033 = {'kv_coordinator': draft_groups.coordinator_drop_group_ids_0330, 'offloading': draft_groups.annotated_group_ids_0330,
+            'mooncake_store': draft_groups.coordinator_drop_group_ids_0330}
     rows = [('KVCacheCoordinator', 'vllm.v1.core.kv_cache_coordinator:KVCacheCoordinator.__init__', coordinator_drop_ids, 'kv_coordinator'),
             ('offloading SchedulerOffloadConfig.from_spec',
              'vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler:SchedulerOffloadConfig.from_spec', offloading_drop_ids, 'offloading'),
@@ -242,19 +242,19 @@ def matches(theirs, cases, forms:dict)->str:
 # %% ../../nbs/09e_audit_probes_beyond.ipynb #7a4d49d3
 def transfer_source(case)->str:
     "Where D's drafter gets its prompt KV, with vLLM's own `KVCacheConfig.transfer_group_ids` as the transfer set."
-    from vllm_pd_spec.contracts import draft_groups as D
+    from vllm_pd_spec.contracts import draft_groups
     I = importlib.import_module('vllm.v1.kv_cache_interface')
     name, p_runs = case
     layout = probe_layouts()[name]
     _, groups = vllm_group_specs(layout)
     sent = set(I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=groups).transfer_group_ids)
-    draft = D.draft_group_ids(layout)
+    draft = draft_groups.draft_group_ids(layout)
     if not draft: return 'not needed'
     return 'transferred' if p_runs and draft <= sent else 'missing'
 
 def probe_transfer_groups()->list:
     "Draft groups and the transfer set: does vLLM's transfer projection send the drafter's groups?"
-    from vllm_pd_spec.contracts import draft_groups as D
+    from vllm_pd_spec.contracts import draft_groups
     name = '7. draft groups: KVCacheConfig.transfer_group_ids'
     prop = locate('vllm.v1.kv_cache_interface:KVCacheConfig.transfer_group_ids')
     if prop is None: return [missing(name, 'vllm/v1/kv_cache_interface.py:KVCacheConfig.transfer_group_ids',
@@ -262,8 +262,8 @@ def probe_transfer_groups()->list:
     layouts = probe_layouts()
     cases = [(n, True) for n in layouts]
     return [classify(name, place(prop.func if hasattr(prop, 'func') else prop, 'KVCacheConfig.transfer_group_ids'), cases,
-                     transfer_source, lambda c: D.decode_draft_kv(layouts[c[0]], c[1]),
-                     lambda c: D.decode_draft_kv(D.reported_54926_layout(layouts[c[0]]), c[1], recompute_missing=False),
+                     transfer_source, lambda c: draft_groups.decode_draft_kv(layouts[c[0]], c[1]),
+                     lambda c: draft_groups.decode_draft_kv(draft_groups.reported_54926_layout(layouts[c[0]]), c[1], recompute_missing=False),
                      show=lambda c: c[0],
                      note='default layouts (enable_kv_transfer on); legacy = the layout #54926 reports, nothing recomputed. '
                           'A KV-sharing drafter (Gemma 4) owns no group: nothing to send')]
@@ -331,10 +331,10 @@ def moriio_split(cls, c, side:str)->list:
 @probe(fix=8)
 def probe_state_slots()->list:
     "State slots: the Mamba lists NIXL and MoRI-IO exchange, paired by position (the worker's rule, modelled)."
-    from vllm_pd_spec.contracts import state_slots as S
+    from vllm_pd_spec.contracts import state_slots
     out, cases = [], slot_cases()
-    fx = lambda c: S.pair_state_slots(*_args(c))
-    lg = lambda c: S.legacy_pair_state_slots(*_args(c))
+    fx = lambda c: state_slots.pair_state_slots(*_args(c))
+    lg = lambda c: state_slots.legacy_pair_state_slots(*_args(c))
     for label, path, method, run in (('NIXL get_exchange_clipped_blocks', NIXL_BASE, 'get_exchange_clipped_blocks', nixl_clip),
                                      ('MoRI-IO split_block_groups', MORIIO_SCHEDULER, 'split_block_groups', moriio_split)):
         name = f'8. state slots: {label}'
@@ -343,7 +343,7 @@ def probe_state_slots()->list:
             out.append(missing(name, path.replace(':', ' ') + f'.{method}',
                                note='no Mamba state path in this connector' if cls is not None else ''))
             continue
-        theirs = lambda c, cls=cls, run=run: S.pair_positional(run(cls, c, 'P'), run(cls, c, 'D'))
+        theirs = lambda c, cls=cls, run=run: state_slots.pair_positional(run(cls, c, 'P'), run(cls, c, 'D'))
         out.append(classify(name, place(getattr(cls, method), f'{cls.__name__}.{method}'), cases, theirs, fx, lg,
                             show=_show_slots,
                             note='each side\'s clip ran on its own list; pairing by position (tail-aligned) is our model of '
@@ -374,7 +374,7 @@ def _show_count(c): return f'computed {c[0]}, scheduled {c[1]} ({c[2]} drafts), 
 # %% ../../nbs/09e_audit_probes_beyond.ipynb #0ddea6b8
 def probe_mooncake_count()->list:
     "Draft accounting: the token count the Mooncake store tracks for a newly scheduled request (by source)."
-    from vllm_pd_spec.contracts import draft_accounting as A
+    from vllm_pd_spec.contracts import draft_accounting
     name = '9. draft accounting: Mooncake store new-request token count'
     fn = locate(MOONCAKE_STORE + 'scheduler:MooncakeStoreScheduler.build_connector_meta')
     exprs = assignments(fn, 'num_tokens_to_compute') if fn else []
@@ -384,13 +384,13 @@ def probe_mooncake_count()->list:
         req = NS(num_computed_tokens=c[0], req_id='r')
         so = NS(num_scheduled_tokens={'r': c[1]}, scheduled_spec_decode_tokens={'r': [-1] * c[2]} if c[2] else {})
         return eval(expr, {}, {'request': req, 'scheduler_output': so})
-    return [classify(name, place(fn), count_cases(), theirs, lambda c: A.connector_num_tokens(*c[:3]),
-                     lambda c: A.legacy_connector_num_tokens(*c[:3]), show=_show_count, how='by source',
+    return [classify(name, place(fn), count_cases(), theirs, lambda c: draft_accounting.connector_num_tokens(*c[:3]),
+                     lambda c: draft_accounting.legacy_connector_num_tokens(*c[:3]), show=_show_count, how='by source',
                      note=f'num_tokens_to_compute = {expr} (first assignment: scheduled_new_reqs)')]
 
 def probe_mooncake_save()->list:
     "Draft accounting: how many blocks `ReqMeta.from_request_tracker` saves, against the block hashes that exist."
-    from vllm_pd_spec.contracts import draft_accounting as A
+    from vllm_pd_spec.contracts import draft_accounting
     name = '9. draft accounting: Mooncake store save length vs block hashes'
     RT, RM = locate(MOONCAKE_STORE + 'data:RequestTracker'), locate(MOONCAKE_STORE + 'data:ReqMeta')
     if RT is None or RM is None or not hasattr(RM, 'from_request_tracker'):
@@ -402,14 +402,14 @@ def probe_mooncake_save()->list:
         meta = RM.from_request_tracker(tr, B, block_hashes=[bytes([i]) * 8 for i in range(c[1])])
         return 0 if meta is None or not meta.can_save else meta.token_len_chunk // B
     return [classify(name, place(RM.from_request_tracker, 'ReqMeta.from_request_tracker'), cases, theirs,
-                     lambda c: A.storable_blocks(c[0], B, c[1]), lambda c: A.legacy_storable_blocks(c[0], B, c[1]),
+                     lambda c: draft_accounting.storable_blocks(c[0], B, c[1]), lambda c: draft_accounting.legacy_storable_blocks(c[0], B, c[1]),
                      show=lambda c: f'token_len {c[0]}, {c[1]} block hashes, block {B}',
                      note='a save past the hashes trips the worker\'s assertion in ChunkedTokenDatabase.process_tokens (#51805)')]
 
 # %% ../../nbs/09e_audit_probes_beyond.ipynb #f0d66853
 def probe_mooncake_load_mask()->list:
     "Draft accounting: the Mooncake store's lookup prunes EAGLE's last block; does its load mask prune again?"
-    from vllm_pd_spec.contracts import draft_accounting as A
+    from vllm_pd_spec.contracts import draft_accounting
     name = '9. draft accounting: Mooncake store load mask (EAGLE prune once)'
     C = locate(MOONCAKE_STORE + 'coordinator:MooncakeStoreCoordinator')
     Pool = locate(MOONCAKE_STORE + 'coordinator:ExternalCachedBlockPool')
@@ -424,15 +424,15 @@ def probe_mooncake_load_mask()->list:
         hashes = [bytes([i]) * 8 for i in range(n)]
         _, hit = coord.find_longest_cache_hit(hashes, n * B, Pool(B), apply_eagle=True)
         return hit // B, sum(coord.load_mask(hashes, hit)[0])
-    both = lambda load: lambda c: (A.lookup_hit_blocks(*c), load(A.lookup_hit_blocks(*c), c[1]))
+    both = lambda load: lambda c: (draft_accounting.lookup_hit_blocks(*c), load(draft_accounting.lookup_hit_blocks(*c), c[1]))
     return [classify(name, place(C.load_mask, 'MooncakeStoreCoordinator.load_mask'), [(n, d) for n in range(0, 12) for d in (False, True)],
-                     theirs, both(A.load_blocks), both(A.legacy_load_blocks),
+                     theirs, both(draft_accounting.load_blocks), both(draft_accounting.legacy_load_blocks),
                      show=lambda c: f'{c[0]} blocks in the store, drop {c[1]}',
                      note='lookup (apply_eagle=True) then load_mask ran on one full-attention group; answer: (hit blocks, blocks the mask loads)')]
 
 def probe_offloading_count()->list:
     "Draft accounting: the offloading connector's storable token count (`_calc_num_offloadable_tokens`)."
-    from vllm_pd_spec.contracts import draft_accounting as A
+    from vllm_pd_spec.contracts import draft_accounting
     name = '9. draft accounting: offloading storable token count'
     cls = locate(OFFLOADING_SCHEDULER)
     if cls is None or not hasattr(cls, '_calc_num_offloadable_tokens'):
@@ -442,7 +442,7 @@ def probe_offloading_count()->list:
         st = NS(req=NS(num_tokens=c[3], num_prompt_tokens=c[3]), max_offload_tokens=None)
         return call(obj, '_calc_num_offloadable_tokens', st, c[0] + c[1])
     return [classify(name, place(cls._calc_num_offloadable_tokens, 'OffloadingConnectorScheduler._calc_num_offloadable_tokens'),
-                     count_cases(), theirs, lambda c: A.connector_num_tokens(*c[:3]), lambda c: A.legacy_connector_num_tokens(*c[:3]),
+                     count_cases(), theirs, lambda c: draft_accounting.connector_num_tokens(*c[:3]), lambda c: draft_accounting.legacy_connector_num_tokens(*c[:3]),
                      show=_show_count, note='_build_store_jobs passes num_computed_tokens + num_scheduled_tokens; the clamp to '
                                             'req.num_tokens removes the drafts (synchronous scheduling)')]
 
@@ -461,7 +461,7 @@ def _show_lookup(c): return f'first request prefilled in chunks ending {list(c[0
 
 def replay_lookup(case)->tuple:
     "Both of vLLM's lookups for a second request on a hybrid manager: (plain hit, connector-path hit, hit_diverged)."
-    from vllm_pd_spec.contracts.draft_groups import CacheGroup as G
+    from vllm_pd_spec.contracts.draft_groups import CacheGroup
     KVM, Req, SP = (locate('vllm.v1.core.kv_cache_manager:KVCacheManager'), locate('vllm.v1.request:Request'),
                     locate('vllm.sampling_params:SamplingParams'))
     I, ku = importlib.import_module('vllm.v1.kv_cache_interface'), importlib.import_module('vllm.v1.core.kv_cache_utils')
@@ -469,7 +469,7 @@ def replay_lookup(case)->tuple:
     ku.init_none_hash(hash_fn)
     hasher = ku.get_request_block_hasher(PROBE_BLOCK, hash_fn)
     steps, n2, drop = case
-    _, groups = vllm_group_specs([G('full_attention', 2), G('mamba', 2)], num_speculative_blocks=1)
+    _, groups = vllm_group_specs([CacheGroup('full_attention', 2), CacheGroup('mamba', 2)], num_speculative_blocks=1)
     with quiet_vllm():
         mgr = KVM(I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=groups), max_model_len=256,
                   scheduler_block_size=PROBE_BLOCK, hash_block_size=PROBE_BLOCK, use_eagle=drop)
@@ -510,7 +510,7 @@ def _connector(c): return None if not c[0] else NS(supports_divergent_local_hybr
 
 def probe_lookup_gate()->list:
     "Connector lookup: which connectors make the scheduler take the per-group (connector) path? (by source)"
-    from vllm_pd_spec.contracts import connector_lookup as L
+    from vllm_pd_spec.contracts import connector_lookup
     name = '10. connector lookup: who takes the per-group path'
     cls = locate('vllm.v1.core.sched.scheduler:Scheduler')
     if cls is None: return [missing(name, 'vllm/v1/core/sched/scheduler.py:Scheduler')]
@@ -530,8 +530,8 @@ def probe_lookup_gate()->list:
             if k is not None and any('supports_divergent_local_hybrid_hits' in vars(b) for b in k.__mro__ if b is not base):
                 capable.append(k.__name__)
     cases = [(a, r) for a in (False, True) for r in (False, True)]
-    return [classify(name, place(fn, f'Scheduler.{meth}'), cases, theirs, lambda c: L.uses_connector_path(*c),
-                     lambda c: L.legacy_uses_connector_path(*c),
+    return [classify(name, place(fn, f'Scheduler.{meth}'), cases, theirs, lambda c: connector_lookup.uses_connector_path(*c),
+                     lambda c: connector_lookup.legacy_uses_connector_path(*c),
                      show=lambda c: 'no connector' if not c[0] else f'connector that {"restores" if c[1] else "does not restore"} recurrent state',
                      how='by source', note=f'guard: `{test}`; connectors overriding supports_divergent_local_hybrid_hits: '
                                            f'{", ".join(capable) or "none (no such property)"}')]
@@ -539,20 +539,20 @@ def probe_lookup_gate()->list:
 # %% ../../nbs/09e_audit_probes_beyond.ipynb #1878874b
 def probe_drop_predicate()->list:
     "Connector lookup: which methods get the last-block drop (and the Mamba checkpoint back-off)?"
-    from vllm_pd_spec.contracts import connector_lookup as L
+    from vllm_pd_spec.contracts import connector_lookup
     from vllm_pd_spec.config import METHODS
     name = '10. connector lookup: last-block drop by method'
     pred, note = scheduler_drop_predicate()
     init = locate('vllm.v1.core.sched.scheduler:Scheduler.__init__')
     if pred is None: return [missing(name, 'vllm/v1/core/sched/scheduler.py:Scheduler.__init__', note=note)]
     cases = [(m, k) for m in (None,) + METHODS for k in (1, 3)]
-    return [classify(name, place(init), cases, lambda c: pred(*c), lambda c: L.needs_block_drop(c[0]),
-                     lambda c: L.legacy_needs_block_drop(c[0]), show=lambda c: f'{c[0] or "no spec"} k={c[1]}',
+    return [classify(name, place(init), cases, lambda c: pred(*c), lambda c: connector_lookup.needs_block_drop(c[0]),
+                     lambda c: connector_lookup.legacy_needs_block_drop(c[0]), show=lambda c: f'{c[0] or "no spec"} k={c[1]}',
                      how='by source', note=note)]
 
 def probe_checkpoint()->list:
     "Connector lookup: where the prefill leaves its Mamba state, the next turn's hit (0.33.0's function, ran)."
-    from vllm_pd_spec.contracts import connector_lookup as L
+    from vllm_pd_spec.contracts import connector_lookup
     from vllm_pd_spec.config import METHODS
     name = '10. connector lookup: Mamba checkpoint (next turn\'s hit)'
     fn = locate('vllm.v1.kv_cache_interface:get_mamba_prefill_checkpoint_position')
@@ -561,8 +561,8 @@ def probe_checkpoint()->list:
         return [missing(name, 'vllm/v1/kv_cache_interface.py:get_mamba_prefill_checkpoint_position',
                         note='the scheduler backs last_cache_position off by a block under use_eagle (_mamba_block_aligned_split)')]
     cases = [(p, 16, m) for m in (None,) + METHODS for p in (1, 15, 16, 17, 20, 31, 32, 33, 50, 64, 65)]
-    return [classify(name, place(fn), cases, lambda c: fn(c[0], c[1], pred(c[2])), lambda c: L.next_turn_hit(*c),
-                     lambda c: L.next_turn_hit(*c, fixed=False), show=lambda c: f'{c[2] or "no spec"}, prompt {c[0]}, block {c[1]}',
+    return [classify(name, place(fn), cases, lambda c: fn(c[0], c[1], pred(c[2])), lambda c: connector_lookup.next_turn_hit(*c),
+                     lambda c: connector_lookup.next_turn_hit(*c, fixed=False), show=lambda c: f'{c[2] or "no spec"}, prompt {c[0]}, block {c[1]}',
                      note='drop as the scheduler derives it')]
 
 @probe(fix=10)

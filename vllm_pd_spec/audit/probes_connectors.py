@@ -92,12 +92,12 @@ def _loader(cls, attrs)->bool:
 
 def _d_forms(sync:bool):
     "(fixed, legacy) D-side answers `(loaded, async)` for a backoff case."
-    from vllm_pd_spec.contracts import backoff as B
+    from vllm_pd_spec.contracts import backoff
     def form(count):
         if sync: return lambda c: (min(count(c), max(0, c[2] - 1)), False)
         return lambda c: (count(c), count(c) > 0)
-    return (form(lambda c: B.remote_prefill_token_count(c[2], B.prefill_backoff(c[0], c[1]))),
-            form(lambda c: B.legacy_remote_prefill_token_count(c[2], c[0])))
+    return (form(lambda c: backoff.remote_prefill_token_count(c[2], backoff.prefill_backoff(c[0], c[1]))),
+            form(lambda c: backoff.legacy_remote_prefill_token_count(c[2], c[0])))
 
 def _applies(verdict:str)->str:
     return {'fixed': 'the multi-module MTP backoff', 'legacy': "Mamba's single token only"}.get(verdict, 'neither form')
@@ -107,11 +107,11 @@ def _patched(cls)->bool:
 
 def probe_connector(cls, cases=None)->Finding:
     "One connector scheduler class: its P side and its D side (each mode) against the backoff contract."
-    from vllm_pd_spec.contracts import backoff as B
+    from vllm_pd_spec.contracts import backoff
     cases = cases or [c for c in backoff_cases() if c[2] >= 2]
-    fb = lambda c: B.prefill_backoff(c[0], c[1])
-    p = classify('p', '', cases, lambda c: p_side(cls, *c), lambda c: our_p_side(B.truncate_request_for_prefill, c[2], fb(c)),
-                 lambda c: our_p_side(B.legacy_truncate_request_for_prefill, c[2], c[0]), show=show_backoff)
+    fb = lambda c: backoff.prefill_backoff(c[0], c[1])
+    p = classify('p', '', cases, lambda c: p_side(cls, *c), lambda c: our_p_side(backoff.truncate_request_for_prefill, c[2], fb(c)),
+                 lambda c: our_p_side(backoff.legacy_truncate_request_for_prefill, c[2], c[0]), show=show_backoff)
     parts, notes = [('P', p)], [f'P side applies {_applies(p.verdict)}, truncates in: {truncating_hook(cls, cases)}']
     for label, attrs in (modes(cls) if hasattr(cls, 'get_num_new_matched_tokens') else []):
         sync = not _loader(cls, attrs)

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, stdev
 from ..config import Fixes, SchedulerConfig, CacheConfig, cdiv
-from ..contracts import backoff as B, lookahead
+import vllm_pd_spec.contracts.backoff
+from .. import contracts
+from ..contracts import lookahead
 from ..engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
 from ..engine.runner import SamplingParams
 from ..model.drafters import SpecModel, load_model
@@ -41,7 +43,7 @@ ARMS = {a.name: a for a in (
     Arm('legacy', True, Fixes().off('prefill_backoff'), False,
         what='vLLM 0.27.1: the Mamba-only backoff (1 token with GDN layers, else 0), no hand-off'),
     Arm('backoff', True, Fixes(), False, what='vLLM 0.33.0 (#55055): backoff max(1 if GDN, L - 1), no hand-off'),
-    Arm('handoff', True, Fixes(), True, backoff=B.handoff_prefill_backoff,
+    Arm('handoff', True, Fixes(), True, backoff=contracts.backoff.handoff_prefill_backoff,
         what="upstream main's opt-in prototype: P computes every prompt token and ships its last max(1, L) hidden "
              "states; D samples from them and runs no target forward for prompt positions; no backoff"),
     Arm('backoff+handoff', True, Fixes(), True, ours=True, what="ours: 0.33.0's backoff and the hand-off together"),
@@ -148,7 +150,7 @@ def predicted(num_prompt_tokens:int, num_modules:int, backoff:int, handoff_windo
               remote_backoff:int|None=None)->torch.Tensor:
     "The contract's `[modules, N]` booleans (`contracts.backoff.draft_tainted_positions`)."
     out = torch.zeros(num_modules, num_prompt_tokens, dtype=torch.bool)
-    for j, r in enumerate(B.draft_tainted_positions(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched, remote_backoff)):
+    for j, r in enumerate(contracts.backoff.draft_tainted_positions(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched, remote_backoff)):
         out[j, r.start:r.stop] = True
     return out
 
@@ -254,7 +256,7 @@ def taint(run:dict, # what `serve_arm` returned
         found = census(run['kv'][req_id], reference_drafter_kv(model, tokens, n, k))
         if run['arm'] == 'standalone': expect = torch.zeros_like(found)
         else:
-            e = num_matched(run['continuation'].get(req_id, []), tokens, B.remote_prefill_token_count(n, run['backoff']), k)
+            e = num_matched(run['continuation'].get(req_id, []), tokens, contracts.backoff.remote_prefill_token_count(n, run['backoff']), k)
             expect = predicted(n, k, run['backoff'], run['handoff_window'], e, run['remote_backoff'])
         if not torch.equal(found, expect): mismatched.append(req_id)
         per_request.append(int(found.sum()))
