@@ -258,7 +258,7 @@ def readme(index_nb, dst):
         if _false(d, 'include') or 'hide' in d: continue
         if not _false(d, 'echo') and body.strip(): out.append(f'```python\n{body}\n```\n')
         txt = '' if _false(d, 'output') else ''.join(_out_text(o) for o in c.get('outputs', [])).rstrip()
-        if txt: out.append(txt + '\n' if txt.lstrip().startswith('|') else f'```\n{txt}\n```\n')
+        if txt: out.append(own_links(txt, '.html') + '\n' if txt.lstrip().startswith('|') else f'```\n{txt}\n```\n')
     md = re.sub(r'\]\((?!https?:|#|/)([\w./-]+\.html)', r'](docs/\1', '\n'.join(out))
     Path(dst).write_text(md)
 
