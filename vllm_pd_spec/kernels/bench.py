@@ -6,8 +6,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/kernel_bench.html.md"""
 
 # %% auto #0
 __all__ = ['BENCH_FNS', 'TARGETS', 'SUITE_TESTS', 'MAX_BATCHES', 'bench_step', 'CudaTimer', 'CpuTimer', 'bench', 'targets',
-           'bench_table', 'run_suite', 'load_run', 'run_header', 'plot_run', 'add_bench_args', 'check_bench_args',
-           'run_bench']
+           'bench_table', 'in_vllm', 'run_suite', 'load_run', 'run_header', 'plot_run', 'add_bench_args',
+           'check_bench_args', 'run_bench']
 
 # %% ../../nbs/06b_kernel_bench.ipynb #275d8ffc
 import argparse, json, os, platform, random, subprocess, sys, time, traceback
@@ -229,6 +229,12 @@ def _pytest(vllm_file:str, dry_run:bool, timeout:int=170)->dict:
     return dict(command=' ; '.join('pytest ' + ' '.join(a) for a in runs), rc=rc, summary=' ; '.join(summaries),
                 seconds=round(time.time() - t0, 1), tail=tail)
 
+def in_vllm(file:str # a file of an unpacked or installed vLLM
+           )->str:
+    "The file's path inside the vLLM package (`vllm/v1/...`), without the machine's directories."
+    parts = Path(file).parts
+    return '/'.join(parts[max(i for i, p in enumerate(parts) if p == 'vllm'):]) if 'vllm' in parts else Path(file).name
+
 # Over 50 lines: the run's stages in order (tests, comparison, benchmark), each rewriting the saved JSON so a failure keeps what was measured.
 def run_suite(vllm=None, # vLLM's source: see `find_input_batch`
               save=None, # JSON path, written after every stage
@@ -256,7 +262,7 @@ def run_suite(vllm=None, # vLLM's source: see `find_input_batch`
     vk = []
     def load():
         vk.append(load_vllm_input_kernels(vllm, interpret=not cuda))
-        run['vllm'] = dict(file=vk[0].file, version=vk[0].version, sha256=vk[0].sha256, is_0_33_0=vk[0].is_0_33_0)
+        run['vllm'] = dict(file=in_vllm(vk[0].file), version=vk[0].version, sha256=vk[0].sha256, is_0_33_0=vk[0].is_0_33_0)
         log(f"[load_vllm] {run['vllm']}")
     stage('load_vllm', load)
     if not vk: run['status'] = 'failed'; save_now(); return run, 1
