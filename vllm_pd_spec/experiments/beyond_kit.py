@@ -6,10 +6,10 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/beyond_kit.html.md"""
 
 # %% auto #0
 __all__ = ['RUNS', 'conversations', 'second_turn', 'serve_turns', 'pd_generate', 'acceptance', 'first_divergence', 'differing',
-           'table_md', 'save_run', 'load_run']
+           'table_md', 'save_run', 'load_run', 'experiment_main']
 
 # %% ../../nbs/09f_beyond_kit.ipynb #7b96e8ca
-import json, random, torch
+import argparse, json, random, torch
 from pathlib import Path
 from ..config import make_kv_transfer_params
 from ..engine.request import Request
@@ -120,3 +120,14 @@ def load_run(name:str, folder=None)->dict|None:
     "A saved full run, or None when it has not been made."
     p = _runs(folder) / f'{name}.json'
     return json.loads(p.read_text()) if p.exists() else None
+
+def experiment_main(run, # an experiment's `run(full, progress=...)`
+                    name:str, # the saved run's name: `--full` writes `nbs/runs/<name>.json`
+                    argv=None)->dict:
+    "An experiment from the command line, with a progress bar; `--full` runs the full sweep and saves it."
+    from tqdm.auto import tqdm
+    a = argparse.ArgumentParser(description=run.__doc__); a.add_argument('--full', action='store_true')
+    args = a.parse_args(argv)
+    res = run(args.full, progress=lambda n: tqdm(total=n))
+    if args.full: print('saved', save_run(name, res))
+    return res

@@ -9,7 +9,7 @@ __all__ = ['K', 'MODEL', 'RULES', 'EVICTIONS', 'SETTINGS', 'DROP_RULES', 'QUICK'
            'diverged', 'zero_external_rows', 'drop_rows', 'run', 'main']
 
 # %% ../../nbs/09j_connector_lookup_experiment.ipynb #da4ae660
-import argparse, itertools, torch
+import itertools, torch
 from ..config import SchedulerConfig, CacheConfig, cdiv
 from ..contracts.connector_lookup import uses_connector_path, legacy_uses_connector_path, needs_block_drop, legacy_needs_block_drop
 from ..contracts.draft_groups import draft_group_ids
@@ -20,7 +20,7 @@ from ..engine.kv_groups import cache_groups, engine_with
 from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker
 from ..model.drafters import load_model
 from .common import torch_threads
-from .beyond_kit import conversations, serve_turns, differing, save_run, load_run
+from .beyond_kit import conversations, serve_turns, differing, save_run, load_run, experiment_main
 
 # %% ../../nbs/09j_connector_lookup_experiment.ipynb #d1c7d2ae
 K, MODEL = 3, 'text-hybrid'
@@ -135,12 +135,7 @@ def run(full:bool=False, # the full sizes (`FULL`) instead of the default ones (
 
 def main(argv=None):
     "Run the experiment from the command line; `--full` saves `nbs/runs/connector_lookup_full.json`."
-    from tqdm.auto import tqdm
-    a = argparse.ArgumentParser(description=run.__doc__); a.add_argument('--full', action='store_true')
-    args = a.parse_args(argv)
-    res = run(args.full, progress=lambda n: tqdm(total=n))
-    if args.full: print('saved', save_run('connector_lookup_full', res))
-    return res
+    return experiment_main(run, 'connector_lookup_full', argv)
 
 # %% ../../nbs/09j_connector_lookup_experiment.ipynb #325c193e
 if __name__ == '__main__': main()

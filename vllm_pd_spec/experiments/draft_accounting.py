@@ -8,7 +8,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/draft_accounting_experiment.ht
 __all__ = ['K', 'BLOCK', 'MODEL', 'QUICK', 'FULL', 'holes', 'standalone_rows', 'decode_rows', 'run', 'main']
 
 # %% ../../nbs/09i_draft_accounting_experiment.ipynb #edd7d62e
-import argparse, random, torch
+import random, torch
 from ..config import SchedulerConfig, CacheConfig, cdiv
 from ..contracts.draft_accounting import STORE_FORMS
 from ..contracts.draft_groups import drop_group_ids
@@ -23,7 +23,7 @@ from vllm_pd_spec.engine.offload import (CPUStore, OffloadConfig, StoreAssertion
 from ..model.drafters import load_model
 from ..model.corpus import heldout_prompts
 from .common import torch_threads
-from .beyond_kit import conversations, serve_turns, pd_generate, differing, save_run, load_run
+from .beyond_kit import conversations, serve_turns, pd_generate, differing, save_run, load_run, experiment_main
 
 # %% ../../nbs/09i_draft_accounting_experiment.ipynb #f36a0775
 K, BLOCK, MODEL = 3, 16, 'text-attn'
@@ -120,12 +120,7 @@ def run(full:bool=False, # the full sizes (`FULL`) instead of the default ones (
 
 def main(argv=None):
     "Run the experiment from the command line; `--full` saves `nbs/runs/draft_accounting_full.json`."
-    from tqdm.auto import tqdm
-    a = argparse.ArgumentParser(description=run.__doc__); a.add_argument('--full', action='store_true')
-    args = a.parse_args(argv)
-    res = run(args.full, progress=lambda n: tqdm(total=n))
-    if args.full: print('saved', save_run('draft_accounting_full', res))
-    return res
+    return experiment_main(run, 'draft_accounting_full', argv)
 
 # %% ../../nbs/09i_draft_accounting_experiment.ipynb #640ce9f9
 if __name__ == '__main__': main()

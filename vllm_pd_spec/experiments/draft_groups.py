@@ -9,7 +9,7 @@ __all__ = ['K', 'METHODS', 'TRANSFER_ARMS', 'PREFIX_FORMS', 'CONSUMER_PHASES', '
            'run', 'main']
 
 # %% ../../nbs/09g_draft_groups_experiment.ipynb #3cfc32ef
-import argparse, torch
+import torch
 from ..config import SchedulerConfig, CacheConfig, cdiv
 from vllm_pd_spec.contracts.draft_groups import (consumer_drop_group_ids, decode_draft_kv, reported_54926_layout, transfer_group_ids,
     draft_group_ids)
@@ -21,7 +21,7 @@ from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_wo
 from ..model.drafters import load_model
 from ..model.corpus import heldout_prompts
 from .common import torch_threads
-from .beyond_kit import (conversations, serve_turns, pd_generate, acceptance, differing, save_run, load_run)
+from .beyond_kit import (conversations, serve_turns, pd_generate, acceptance, differing, save_run, load_run, experiment_main)
 
 # %% ../../nbs/09g_draft_groups_experiment.ipynb #f47abf10
 K, METHODS = 3, ('mtp', 'eagle', 'dflash')
@@ -115,12 +115,7 @@ def run(full:bool=False, # the full sizes (`FULL`) instead of the default ones (
 
 def main(argv=None):
     "Run the experiment from the command line; `--full` saves `nbs/runs/draft_groups_full.json`."
-    from tqdm.auto import tqdm
-    a = argparse.ArgumentParser(description=run.__doc__); a.add_argument('--full', action='store_true')
-    args = a.parse_args(argv)
-    res = run(args.full, progress=lambda n: tqdm(total=n))
-    if args.full: print('saved', save_run('draft_groups_full', res))
-    return res
+    return experiment_main(run, 'draft_groups_full', argv)
 
 # %% ../../nbs/09g_draft_groups_experiment.ipynb #c0ae3538
 if __name__ == '__main__': main()

@@ -8,7 +8,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/state_slots_experiment.html.md
 __all__ = ['METHOD', 'BACKOFF', 'BLOCK', 'MODES', 'QUICK', 'FULL', 'predicted', 'slot_rows', 'run', 'main']
 
 # %% ../../nbs/09h_state_slots_experiment.ipynb #252416ee
-import argparse, itertools, torch
+import itertools, torch
 from ..config import SchedulerConfig, CacheConfig, cdiv
 from ..contracts.state_slots import mamba_block_ids, received_state
 from ..engine.kv_cache_manager import get_kv_cache_config
@@ -20,7 +20,7 @@ from ..engine.state_exchange import SlotListRunner, StateExchangeWorker, PAIRING
 from ..model.drafters import load_model
 from ..model.corpus import heldout_prompts
 from .common import torch_threads
-from .beyond_kit import pd_generate, differing, save_run, load_run
+from .beyond_kit import pd_generate, differing, save_run, load_run, experiment_main
 
 # %% ../../nbs/09h_state_slots_experiment.ipynb #b993eaf7
 METHOD, BACKOFF, BLOCK = 'eagle', 1, 16   # one prompt token left to D (a GDN model, EAGLE's lookahead 1), 16-token blocks
@@ -72,12 +72,7 @@ def run(full:bool=False, # the full sizes (`FULL`) instead of the default ones (
 
 def main(argv=None):
     "Run the experiment from the command line; `--full` saves `nbs/runs/state_slots_full.json`."
-    from tqdm.auto import tqdm
-    a = argparse.ArgumentParser(description=run.__doc__); a.add_argument('--full', action='store_true')
-    args = a.parse_args(argv)
-    res = run(args.full, progress=lambda n: tqdm(total=n))
-    if args.full: print('saved', save_run('state_slots_full', res))
-    return res
+    return experiment_main(run, 'state_slots_full', argv)
 
 # %% ../../nbs/09h_state_slots_experiment.ipynb #3ee7dccb
 if __name__ == '__main__': main()
