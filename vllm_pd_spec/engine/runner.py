@@ -313,6 +313,14 @@ def _rejection_sample(self:ModelRunner, req_id:str,
     return out, 0
 
 @patch
+def _write_back(self:ModelRunner, req:CachedRequestState, sampled:list):
+    "The input-assembly kernel's per-slot buffers after a step: the computed count, the last sampled and the verified tokens."
+    self.num_computed_tokens[req.slot] = req.num_computed
+    if not sampled: return
+    self.last_sampled[req.slot] = sampled[-1]
+    self.all_token_ids[req.slot, len(req.tokens) - len(sampled):len(req.tokens)] = torch.tensor(sampled, dtype=torch.long)
+
+@patch
 def _post_update(self:ModelRunner, i:int, inputs:StepInputs, hidden_states:torch.Tensor, logits:torch.Tensor,
                  query_start_loc:list)->list:
     "Row `i` after the forward: verify, advance `num_computed`, keep hidden states and tokens, draft; its sampled tokens."
@@ -321,14 +329,12 @@ def _post_update(self:ModelRunner, i:int, inputs:StepInputs, hidden_states:torch
     sampled, num_rejected = self._verify(req, n, draft_token_ids, num_computed,
                                          logits[inputs.cu_num_logits[i]:inputs.cu_num_logits[i + 1]])
     req.num_computed = num_computed + n - num_rejected  # upstream's post-update: num_computed += query_len - num_rejected
-    self.num_computed_tokens[req.slot] = req.num_computed
     # the rejection sampler's num_accepted_tokens (accepted drafts + 1) picks the GDN entry of the next decode row
     req.num_accepted = max(1, len(sampled)) if not bool(inputs.meta.is_prefill[i]) else 1
     for j in range(n - num_rejected): req.hidden[num_computed + j] = hidden_states[query_start_loc[i] + j]
     if sampled:  # verified tokens: everything before the drafts, the accepted drafts, the bonus token
         req.tokens = req.tokens[:num_computed + n - len(draft_token_ids)] + sampled
-        self.last_sampled[req.slot] = sampled[-1]
-        self.all_token_ids[req.slot, len(req.tokens) - len(sampled):len(req.tokens)] = torch.tensor(sampled, dtype=torch.long)
+    self._write_back(req, sampled)
     req.drafts = self._propose(req, num_computed, n - num_rejected, num_rejected, emit=bool(sampled)) if self.method else []
     for p in [p for p in req.hidden if p < req.num_computed - self.k - 2]: del req.hidden[p]
     return sampled
@@ -389,8 +395,7 @@ def _sample_from_record(self:ModelRunner, req_id:str, num_scheduled:int, draft_t
     num_rejected = num_scheduled - 1  # the placeholder drafts the scheduler padded the row with (#45237): all rejected
     req.num_computed, req.num_accepted, req.kv_consumer_new = num_computed + 1, 1, False  # P's GDN state stays current
     req.tokens = req.tokens[:num_computed + 1] + sampled
-    self.last_sampled[req.slot], self.num_computed_tokens[req.slot] = sampled[-1], req.num_computed  # the kernel's buffers
-    self.all_token_ids[req.slot, len(req.tokens) - 1] = sampled[-1]
+    self._write_back(req, sampled)
     req.drafts = self._propose(req, num_computed, 1, num_rejected, emit=True) if self.method else []
     for p in [p for p in req.hidden if p < req.num_computed - self.k - 2]: del req.hidden[p]
     return sampled
