@@ -247,3 +247,14 @@ def test_cuda_second_call_skips_the_checks(monkeypatch):
     monkeypatch.setattr(c, '_validate', lambda *a, **k: pytest.fail('the second call ran the checks'))
     li = combine_sampled_and_draft_tokens(**kw2)
     assert kw2['input_ids'].tolist() == want_ids and li.tolist() == want_li
+
+def test_seq_len_shorter_than_query_is_rejected_by_every_backend():
+    "Found by the search above: a row with seq_len 1 and 2 query tokens; the contract refused it, the kernels did not."
+    i32 = lambda xs: torch.tensor(xs, dtype=torch.int32)
+    kw = dict(input_ids=i32([0, 0]), idx_mapping=i32([0, 0, 0]), last_sampled_tokens=torch.tensor([100]),
+              query_start_loc=i32([0, 0, 2, 2]), seq_lens=i32([0, 1, 0]), prefill_len=i32([0]), draft_tokens=torch.tensor([[200]]),
+              cu_num_logits=i32([0, 0, 2, 2]), num_logits=2, num_new_sampled_tokens=1)
+    for be in BACKENDS_CPU:
+        with pytest.raises(ValueError, match=r'seq_lens\[1\] = 1 is shorter'):
+            combine_sampled_and_draft_tokens(**{n: v.clone() if isinstance(v, torch.Tensor) else v for n, v in kw.items()},
+                                             guard=False, backend=be, check_values=True)

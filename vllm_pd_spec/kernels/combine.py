@@ -223,6 +223,8 @@ def check_combine_values(input_ids, idx_mapping, last_sampled_tokens, query_star
                                 query_start_loc, input_ids.shape[0], cu_num_logits, num_logits)
     sl, pl, k = seq_lens[:len(slots)].tolist(), prefill_len.tolist(), draft_tokens.shape[1]
     for b, s in enumerate(slots):
+        if sl[b] < qsl[b + 1] - qsl[b]:  # seq_len = computed + scheduled tokens: never fewer than the scheduled ones
+            raise ValueError(f'seq_lens[{b}] = {sl[b]} is shorter than the row\'s {qsl[b + 1] - qsl[b]} query tokens')
         check_logits(b, cu[b + 1] - cu[b], qsl[b + 1] - qsl[b], sl[b] <= pl[s], k, num_new_sampled_tokens)
 
 # %% ../../nbs/06_triton_kernel_guard.ipynb #fad1003f
