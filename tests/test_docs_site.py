@@ -83,6 +83,14 @@ def test_outputs_render_as_tables_text_and_images():
     img = page.output({'output_type': 'display_data', 'data': {'image/png': png, 'text/plain': 'Two lines.'}})
     assert 'alt="Two lines."' in img and page.images and page.missing_alt == []
 
+def test_a_table_after_printed_text_stays_a_table():
+    "A cell that prints and then returns a Markdown table: the table is not glued to the printed block."
+    import markdown
+    md, _ = prep_docs.Page('x.md').cell({'cell_type': 'code', 'source': 'print(1); t', 'outputs': [
+        {'output_type': 'stream', 'name': 'stdout', 'text': '1\n'},
+        {'output_type': 'execute_result', 'data': {'text/markdown': '| a |\n|---|\n| 1 |'}}]})
+    assert '<table>' in markdown.markdown(md, extensions=['tables', 'attr_list', 'md_in_html', 'pymdownx.superfences'])  # as the site
+
 def test_nav_is_generated_by_notebook_number():
     assert prep_docs.section('01_lookahead.ipynb') == prep_docs.section('06c_x.ipynb') == 'The six fixes'
     assert prep_docs.section('14_engine_scheduler.ipynb') == 'Engine'

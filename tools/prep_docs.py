@@ -172,7 +172,7 @@ class Page:
         if _false(d, 'include') or 'hide' in d: return '', None
         outs = [] if _false(d, 'output') else cell.get('outputs', [])
         alt = d.get('fig-alt') if isinstance(d.get('fig-alt'), str) else None
-        shown = ''.join(self.output(o, alt) for o in outs)
+        shown = '\n'.join(self.output(o, alt) for o in outs)  # a blank line between outputs: a table after printed text stays a table
         if d.get('output') == 'asis' and _false(d, 'echo'): return shown, None
         code = '' if _false(d, 'echo') or not body.strip() else _fence(body, 'python')
         if code and 'moving-api' in d:  # `#| moving-api: what may change`: a note above the cell
