@@ -33,7 +33,8 @@ def test_info_json_names_the_shipped_models():
         assert m['params'] > 1_000_000 and 'CPython' in m['corpus']
         assert len(m['per_position_acceptance']) == 4 and set(m['zeroed_kv_cost']) == {'mtp', 'eagle', 'dflash'}
         assert m['passes_gates'] == all(m['gates_passed'].values())
-    assert models['text-attn']['passes_gates'] is True
+    assert models['text-attn']['passes_gates'] is True and models['text-hybrid']['passes_gates'] is True
+    assert (models['text-attn']['tokenizer'], models['text-hybrid']['tokenizer']) == ('bpe1024', 'bytes')
     assert models['tiny-hybrid']['per_position_acceptance'] is None
 
 @pytest.mark.parametrize('args', [['frobnicate'], ['info', '--bogus'], [], ['explain', '--block-size', '100000000'],

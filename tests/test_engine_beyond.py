@@ -13,7 +13,7 @@ from vllm_pd_spec.engine.kv_groups import get_kv_cache_config_own_draft_group, c
 from vllm_pd_spec.engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker, StoreAssertionError
 from vllm_pd_spec.engine.state_exchange import exchange_state_slots, SlotListRunner, StateExchangeWorker
 from vllm_pd_spec.model.drafters import load_model
-from vllm_pd_spec.model.corpus import heldout_prompts
+from vllm_pd_spec.model.drafters import model_prompts
 
 HY = VllmConfig(model=ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=4))
 
@@ -60,13 +60,13 @@ def _tier(model, method, config=OffloadConfig(), chunk=0, own_group=False):
     return cfg, kvc, store, eng, attach_offload(eng, store, config)
 
 def test_tier_serves_a_second_turn_losslessly(attn):
-    p1, p2 = heldout_prompts(2, 90)
+    p1, p2 = model_prompts('text-attn', 2, 90)
     cfg, kvc, store, eng, tier = _tier(attn, 'mtp', OffloadConfig(drop_group_ids={0}))
     prompt, out, hit = _two_turns(eng, p1, p2[:10])
     assert hit == 64 and out == LLMEngine(cfg, attn, dtype=torch.float64).generate([prompt], 6)[0]   # 5 blocks stored, the volatile last one popped
 
 def test_load_mask_pruned_twice_leaves_a_claimed_block_unwritten(attn):
-    p1, p2 = heldout_prompts(2, 90)
+    p1, p2 = model_prompts('text-attn', 2, 90)
     for mask in ('fixed', 'legacy'):
         cfg, kvc, store, eng, tier = _tier(attn, 'mtp', OffloadConfig(drop_group_ids={0}, load_mask=mask))
         first = eng.generate([p1], max_tokens=6)[0]
@@ -78,7 +78,7 @@ def test_load_mask_pruned_twice_leaves_a_claimed_block_unwritten(attn):
         assert eng.finished['t2'].num_cached_tokens == 64 and loaded == ([4] if mask == 'fixed' else [3])
 
 def test_store_forms_skip_leaves_holes_assert_kills(attn):
-    p = heldout_prompts(1, 90)[0]
+    p = model_prompts('text-attn', 1, 90)[0]
     for form in ('fixed', 'skip'):
         cfg, kvc, store, eng, tier = _tier(attn, 'eagle', OffloadConfig(store_form=form))
         out = eng.generate([p], max_tokens=24)[0]
@@ -96,11 +96,11 @@ def test_store_forms_skip_leaves_holes_assert_kills(attn):
     store = CPUStore()
     D = engine_with(cfgs['decode'], attn, kvc, ModelRunner, MultiConnectorWorker([PDConnectorWorker('decode-0', t), offload_worker(store, kvc)]))
     attach_offload(D, store, OffloadConfig(store_form='assert'))
-    with pytest.raises(EngineDeadError) as dead: pd_generate(P, D, [heldout_prompts(1, 45)[0]], 8)   # 44 + 1 + 3 = 48 > 2 hashed blocks
+    with pytest.raises(EngineDeadError) as dead: pd_generate(P, D, [model_prompts('text-attn', 1, 45)[0]], 8)   # 44 + 1 + 3 = 48 > 2 hashed blocks
     assert isinstance(dead.value.__cause__, StoreAssertionError)   # the tracker's assertion kills D's engine core
 
 def test_flagged_gdn_group_vetoes_the_tier(hybrid):
-    p1, p2 = heldout_prompts(2, 140)
+    p1, p2 = model_prompts('text-hybrid', 2, 140)
     hits = {}
     for name in ('fixed', '0.27.1'):
         cfg, kvc, store, eng, tier = _tier(hybrid, 'mtp', chunk=64, own_group=True)
@@ -112,7 +112,7 @@ def test_flagged_gdn_group_vetoes_the_tier(hybrid):
 
 def test_path_rule_and_reconcile(hybrid):
     cfg, kvc, store, eng, tier = _tier(hybrid, 'eagle', OffloadConfig(retrieve=False))
-    p = heldout_prompts(1, 70)[0]
+    p = model_prompts('text-hybrid', 1, 70)[0]
     eng.generate([p], max_tokens=4)
     kvm = eng.scheduler.kv_cache_manager
     for (h, g), d in list(kvm.block_pool.cached_block_hash_to_block.items()):

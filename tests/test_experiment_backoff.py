@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from vllm_pd_spec.engine.runner import ModelRunner, SamplingParams, _draw, _generator
 from vllm_pd_spec.experiments import backoff as X
 from vllm_pd_spec.experiments.common import torch_threads
-from vllm_pd_spec.model.corpus import heldout_prompts
+from vllm_pd_spec.model.drafters import model_prompts
 from vllm_pd_spec.model.drafters import load_model
 
 @pytest.fixture(autouse=True)
@@ -19,11 +19,11 @@ def one_thread():
 def model(name='text-attn'): return load_model(name, torch.float64)
 
 @functools.lru_cache(None)
-def prompts(n:int, count:int=2): return tuple(tuple(p) for p in heldout_prompts(count, n))
+def prompts(n:int, count:int=2, name:str='text-attn'): return tuple(tuple(p) for p in model_prompts(name, count, n))
 
 def census_vs_contract(arm:str, k:int, n:int, b:int, temperature:float=0.0, name:str='text-attn', count:int=2)->tuple:
     "Serve `count` prompts of `n` tokens in `arm` with backoff `b` on both sides; (census per request, contract per request)."
-    ps = [list(p) for p in prompts(n, count)]
+    ps = [list(p) for p in prompts(n, count, name)]
     with torch.no_grad():
         run = X.serve_arm(arm, model(name), k, ps, max_tokens=k + 3, sampling=SamplingParams(temperature, 7),
                       backoff=lambda has_mamba, L: b, max_num_seqs=count)

@@ -72,9 +72,9 @@ def test_first_decode_step_mechanism():
     "k=1: the one-token tail padded with a placeholder, run as a spec-decode row by every rule since #47466, not by 0.24.0."
     import torch
     from vllm_pd_spec.experiments.rows import first_decode_step
-    from vllm_pd_spec.model.corpus import heldout_prompts
+    from vllm_pd_spec.model.drafters import model_prompts
     from vllm_pd_spec.model.drafters import load_model
-    m, p = load_model('text-hybrid', torch.float64), heldout_prompts(1, prompt_len=32)[0]
+    m, p = load_model('text-hybrid', torch.float64), model_prompts('text-hybrid', 1, prompt_len=32)[0]
     s1, s3 = first_decode_step(1, p, m), first_decode_step(3, p, m)
     assert (s1['prompt_tokens_in_row'], s1['placeholders'], s3['prompt_tokens_in_row'], s3['placeholders']) == (1, 1, 2, 0)
     assert s1['0.24.0'] == -1 and s1['0.27.1'] == s1['0.33.0 V1'] == s1['0.33.0 V2'] == 1

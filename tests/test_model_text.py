@@ -3,7 +3,7 @@ training's smallest configuration on CPU, and on CUDA the fla prefill path again
 import json, math, pytest, torch
 from vllm_pd_spec.model.corpus import (corpus_files, load_tokenizer, train_tokenizer, token_stream, heldout_prompts,
                                        encode, decode, EOS_ID, MASK_ID, CORPUS, TOKENIZER)
-from vllm_pd_spec.model.drafters import load_model, MODELS, DATA, SpecModel
+from vllm_pd_spec.model.drafters import load_model, model_prompts, MODELS, DATA, SpecModel
 
 TEXT = [n for n in MODELS if n.startswith('text-')]
 
@@ -52,7 +52,7 @@ def test_same_size_targets():
 def test_engine_serves_text_model_losslessly(method):
     from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
     m = load_model('text-hybrid', torch.float64)
-    prompts = [p[:24] for p in heldout_prompts(2, 64)]
+    prompts = [p[:24] for p in model_prompts('text-hybrid', 2, 64)]
     plain = LLMEngine(make_config(None, model=m), m, dtype=torch.float64).generate(prompts, 10)
     eng = LLMEngine(make_config(method, 4, model=m), m, dtype=torch.float64)
     assert eng.generate(prompts, 10) == plain
@@ -72,7 +72,7 @@ def test_engine_fla_prefill_matches_reference():
     from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
     if fla_chunk_gated_delta_rule is None: pytest.skip('needs fla-core (the fla extra)')
     m = load_model('text-hybrid', device='cuda')
-    ids = torch.tensor(heldout_prompts(1, 300)[0], device='cuda')
+    ids = torch.tensor(model_prompts('text-hybrid', 1, 300)[0], device='cuda')
     hs, outs = {}, {}
     for b in ('fla', 'triton'):
         old = set_gdn_backend(b)
@@ -80,7 +80,7 @@ def test_engine_fla_prefill_matches_reference():
             cache = m.make_cache(num_blocks=32, block_size=16)
             pos, meta = make_meta([dict(block_table=list(range(32)), num_computed=0, query_len=300)], 16, device='cuda')
             hs[b] = m.target(ids, pos, meta, cache)
-            outs[b] = LLMEngine(make_config('mtp', 4, model=m), m, device='cuda').generate(heldout_prompts(4, 256), 32)
+            outs[b] = LLMEngine(make_config('mtp', 4, model=m), m, device='cuda').generate(model_prompts('text-hybrid', 4, 256), 32)
         finally: set_gdn_backend(old)
     err = ((hs['fla'] - hs['triton']).abs().max() / hs['triton'].abs().max()).item()
     same = sum(a == b for a, b in zip(outs['fla'], outs['triton']))

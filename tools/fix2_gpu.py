@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 PROMPTS = Path(__file__).with_name('fix2_gpu_prompts.json')  # the held-out prompts, tokenized in advance
-POOL = dict(n=32, prompt_len=256)  # heldout_prompts(32, 256): requests are the first --num-prompts, warm-up the next ones
+POOL = dict(n=32, prompt_len=256)  # model_prompts(model, 32, 256): requests are the first --num-prompts, warm-up the next ones
 
 def _patch(f=None, *, as_prop=False, cls_method=False):
     "fastcore's `patch`, as the engine uses it: add `f` to the class its first argument is annotated with."
@@ -72,11 +72,13 @@ def use_standins(force:bool=False)->list:
         sys.modules.update({'safetensors': st, 'safetensors.torch': stt}); used.append('safetensors')
     return used
 
-def prompt_pool(force_file:bool=False)->list:
-    "`heldout_prompts(32, 256)`: tokenized here when `tokenizers` is installed, else read from `PROMPTS`."
-    if not force_file and importlib.util.find_spec('tokenizers') is not None:
-        from vllm_pd_spec.model.corpus import heldout_prompts
-        return heldout_prompts(POOL['n'], POOL['prompt_len'])
+def prompt_pool(model:str='text-attn', force_file:bool=False)->list:
+    "`model_prompts(model, 32, 256)`: encoded here (bytes, or BPE when `tokenizers` is installed), else `text-attn`'s from `PROMPTS`."
+    card = json.loads((Path(__file__).resolve().parents[1] / 'vllm_pd_spec' / 'data' / f"{model.replace('-', '_')}.json").read_text())
+    if card['tokenizer'] == 'bytes' or (not force_file and importlib.util.find_spec('tokenizers') is not None):
+        from vllm_pd_spec.model.drafters import model_prompts
+        return model_prompts(model, POOL['n'], POOL['prompt_len'])
+    if model != 'text-attn': sys.exit(f'{PROMPTS} holds text-attn\'s BPE prompts, not {model}\'s')
     if not PROMPTS.is_file(): sys.exit(f'{PROMPTS} is missing: write it with --write-prompts where tokenizers is installed')
     d = json.loads(PROMPTS.read_text())
     if {k: d[k] for k in POOL} != POOL: sys.exit(f'{PROMPTS} holds other prompts than {POOL}')
@@ -224,7 +226,7 @@ def main(argv=None):
     ap.add_argument('--write-prompts', action='store_true', help=f'write {PROMPTS.name} (needs tokenizers) and exit')
     a = ap.parse_args(argv)
     if a.write_prompts:
-        PROMPTS.write_text(json.dumps(dict(POOL, prompts=prompt_pool())) + '\n'); print('wrote', PROMPTS); return
+        PROMPTS.write_text(json.dumps(dict(POOL, prompts=prompt_pool('text-attn'))) + '\n'); print('wrote', PROMPTS); return
     if a.device.startswith('cuda') and not torch.cuda.is_available(): sys.exit('--device cuda: torch sees no CUDA device')
     if a.dry_run: a.ks, a.num_prompts, a.prompt_len, a.max_tokens, a.profile_steps = '2', 2, 32, 8, 2
     if not 1 <= a.num_prompts <= POOL['n'] // 2: sys.exit(f'--num-prompts={a.num_prompts}: must be in 1..{POOL["n"] // 2}')
@@ -235,11 +237,11 @@ def main(argv=None):
     ks = [int(x) for x in a.ks.split(',')]
     dtype = dict(float32=torch.float32, float64=torch.float64, bfloat16=torch.bfloat16)[a.dtype]
     model = load_model(a.model, dtype, device=a.device)
-    pool = [p[:a.prompt_len] for p in prompt_pool(a.standins)]
+    pool = [p[:a.prompt_len] for p in prompt_pool(a.model, a.standins)]
     prompts, warm = pool[:a.num_prompts], pool[a.num_prompts:2 * a.num_prompts]
     run = dict(device=torch.cuda.get_device_name() if a.device.startswith('cuda') else platform.processor() or 'cpu',
                torch=torch.__version__, model=a.model, dtype=a.dtype, started=time.strftime('%Y-%m-%d %H:%M:%S'),
-               standins=standins, args=vars(a), complete=False, rows=[])
+               standins=standins, args=dict(vars(a), out=Path(a.out).name), complete=False, rows=[])
     out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
     for k in ks:
         ref = None

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The next H200 run of the text models, in one command of at most 10 minutes (about 8 expected):
-#   1. train the registered next hybrid candidate: text-hybrid over bytes, with text-attn's recipe (seed 0,
+# The H200 run that trained the shipped byte-level hybrid (saved as nbs/runs/text_h200_run3), in one command of at
+# most 10 minutes (about 8 expected):
+#   1. train the registered second hybrid candidate: text-hybrid over bytes, with text-attn's recipe (seed 0,
 #      1822 + 1822 steps of 32 x 512 tokens; the last hybrid run took 164 s + 118 s of steps for the same counts),
 #      a 300 s step budget as a guard (fewer steps, recorded in the card, only if the measured pace would overrun);
 #   2. ms per training step of each stage with GDN on fla and on our chunked form, in one process;

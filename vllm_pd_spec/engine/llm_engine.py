@@ -92,6 +92,7 @@ class LLMEngine:
                                       worker=worker, device=device, dtype=dtype, slot_checker=checker, handoff=handoff,
                                       input_backend=input_backend, gdn_rule=gdn_rule)
         else: self.runner = runner(self.scheduler, worker)
+        self.vocab_size = model.args.vocab_size if runner is None else None  # prompts are checked against it
         self.observers: list = []  # `StepObserver`s, called in order
         self.outputs: dict = {}  # request id -> generated tokens
         self.finished: dict = {}  # request id -> EngineCoreOutput that finished it
@@ -101,6 +102,9 @@ class LLMEngine:
     def add_request(self, request:Request):
         "Queue `request`; its tokens collect in `outputs[request_id]`."
         if self.dead is not None: raise EngineDeadError([request.request_id]) from self.dead
+        if self.vocab_size and (bad := [t for t in request.prompt_token_ids if not 0 <= t < self.vocab_size]):
+            raise ValueError(f'request {request.request_id!r}: token id {bad[0]} is outside the model\'s vocabulary (0..{self.vocab_size - 1}); '
+                             'encode prompts with the model\'s tokenizer (`model_prompts`)')
         self.scheduler.add_request(request); self.outputs.setdefault(request.request_id, [])
     def add_observer(self, observer:StepObserver)->StepObserver:
         "Watch every following step with `observer`; returns it."

@@ -24,7 +24,7 @@ from ..contracts import lookahead
 from ..engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
 from ..engine.runner import SamplingParams
 from ..model.drafters import SpecModel, load_model
-from ..model.corpus import heldout_prompts
+from ..model.drafters import model_prompts
 from .common import ExperimentResult, torch_threads, check_device, check_transport, make_transport
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #3aef547d
@@ -285,13 +285,14 @@ DEFAULT = dict(model='text-attn', k=3, num_prompts=6, temperature=0.0, seed=0)  
 QUICK = dict(num_prompts=4)
 FULL = dict(models=MODELS, ks=KS, temperatures=(0.0, TEMPERATURE), seeds=tuple(range(NUM_SEEDS)), num_prompts=4)  # 4 per seed: the sweep fits about 20 minutes on two CPU cores
 
-def prompt_set(seed:int, # 0 .. NUM_SEEDS - 1: which of the disjoint sets
+def prompt_set(model_name:str, # the text model the prompts are for (its tokenizer encodes them)
+               seed:int, # 0 .. NUM_SEEDS - 1: which of the disjoint sets
                num_prompts:int, # prompts in the set
                prompt_len:int=PROMPT_LEN, # tokens each
               )->list:
-    "Held-out prompts, `num_prompts` of them, disjoint for different seeds."
+    "Held-out prompts in `model_name`'s tokenizer, `num_prompts` of them, disjoint for different seeds."
     if not 0 <= seed < NUM_SEEDS: raise ValueError(f'seed={seed!r}: must be in 0..{NUM_SEEDS - 1}')
-    return heldout_prompts(num_prompts * NUM_SEEDS, prompt_len)[seed::NUM_SEEDS]
+    return model_prompts(model_name, num_prompts * NUM_SEEDS, prompt_len)[seed::NUM_SEEDS]
 
 def run_setting(model_name:str, # 'text-attn' or 'text-hybrid'
                 k:int, # MTP drafts per step
@@ -333,7 +334,7 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, float64, CPU): five arms o
          "real tokens after the request's first decode step, and whether the contract (contracts.backoff.draft_tainted_positions) "
          "predicts each request's census exactly; outputs vs standalone. legacy/fixed/standalone headline: the legacy, backoff "
          "and standalone arms at the default setting. The seed's 1.089 is a production deployment's mean acceptance length "
-         "before #55055 (model and k not given); nothing here is tuned toward it. No GPU timing (tools/fix2_gpu.py, not yet run).")
+         "before #55055 (model and k not given); nothing here is tuned toward it. GPU timing: tools/fix2_gpu.py (its saved run is on the fix-2 page).")
 
 def _result(settings:dict, # (model, k) -> {arm: row} at the headline sampling
             headline:tuple, # the (model, k) of the headline figures
@@ -369,7 +370,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engines run
                                  seeds=(DEFAULT['seed'],), num_prompts=(QUICK if quick else DEFAULT)['num_prompts'])
     setup = dict(cfg, prompt_len=PROMPT_LEN, max_tokens=MAX_TOKENS, arms={a.name: a.what for a in ARMS.values()}, dtype='float64',
                  method='mtp', tol=TOL, torch_threads=1, transport=transport, quick=quick, full=full,
-                 prompts='heldout_prompts(num_prompts * 3, 256)[seed::3]')
+                 prompts="model_prompts(model, num_prompts * 3, 256)[seed::3]: held-out source in the model's tokenizer")
     n_runs = len(cfg['models']) * len(cfg['ks']) * len(cfg['temperatures']) * len(cfg['seeds']) * len(ARMS)
     bar = progress(n_runs) if progress is not None else None
     rows, settings = [], {}
@@ -378,7 +379,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engines run
             for k in cfg['ks']:
                 for temperature in cfg['temperatures']:
                     for seed in cfg['seeds']:
-                        prompts = prompt_set(seed, cfg['num_prompts'])
+                        prompts = prompt_set(model_name, seed, cfg['num_prompts'])
                         res = run_setting(model_name, k, prompts, temperature, seed, device=device, transport=transport, bar=bar)
                         rows += [dict(model=model_name, k=k, temperature=temperature, seed=seed, **r) for r in res.values()]
                         if temperature == 0 and seed == cfg['seeds'][0]: settings[model_name, k] = res

@@ -13,19 +13,20 @@ import argparse, json, random, torch
 from pathlib import Path
 from ..config import make_kv_transfer_params
 from ..engine.request import Request
-from ..model.corpus import heldout_prompts
+from ..model.drafters import model_prompts
 
 # %% ../../nbs/09f_beyond_kit.ipynb #f35c1480
-def conversations(n:int, # conversations
+def conversations(model:str, # the text model they are for (its tokenizer encodes them)
+                  n:int, # conversations
                   first:tuple=(160, 288), # the first prompt's length, drawn uniformly from this range
                   follow:int=64, # tokens of the second turn's new text
                   seed:int=0, # draws the lengths
                  )->list:
-    "`n` pairs `(first prompt, second turn's new text)` of held-out token ids."
+    "`n` pairs `(first prompt, second turn's new text)` of held-out token ids in `model`'s tokenizer."
     lo, hi = first
     if not (1 <= lo <= hi) or follow < 1: raise ValueError(f'first={first!r} needs 1 <= lo <= hi and follow={follow!r} >= 1')
     rng = random.Random(seed)
-    return [(w[:L], w[L:L + follow]) for w in heldout_prompts(n, hi + follow) for L in [rng.randint(lo, hi)]]
+    return [(w[:L], w[L:L + follow]) for w in model_prompts(model, n, hi + follow) for L in [rng.randint(lo, hi)]]
 
 def second_turn(conversation:tuple, # `(first prompt, new text)`
                 answer:list, # the model's answer to the first prompt

@@ -70,7 +70,7 @@ def zero_external_rows(methods=('eagle', 'dflash'), num_convs:int=6, max_tokens:
     "Diverged hits, nothing loaded: one row per drafter, setting (eviction, new tokens) and rule."
     model, rows = load_model(MODEL, torch.float64), []
     for method, (how, follow) in itertools.product(methods, settings):
-        convs = conversations(num_convs, follow=follow)
+        convs = conversations(MODEL, num_convs, follow=follow)
         longest = max(len(a) for a, _ in convs) + 2 * max_tokens + 64
         cfg = _cfg(model, method, num_convs, longest)
         kvc = get_kv_cache_config(cfg, drafter_layer_names=drafter_layer_names(model, method))
@@ -99,7 +99,7 @@ DROP_RULES = {'0.33.0 (needs_block_drop)': needs_block_drop, '0.27.1 (use_eagle)
 
 def drop_rows(methods=('eagle', 'dflash'), num_convs:int=6, max_tokens:int=32, bar=None)->list:
     "The local prefix cache kept between the turns: one row per drafter and drop rule."
-    model, convs, rows = load_model(MODEL, torch.float64), conversations(num_convs), []
+    model, convs, rows = load_model(MODEL, torch.float64), conversations(MODEL, num_convs), []
     longest = max(len(a) for a, _ in convs) + 2 * max_tokens + 64
     for method in methods:
         cfg = _cfg(model, method, num_convs, longest)

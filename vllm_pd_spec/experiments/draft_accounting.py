@@ -21,7 +21,7 @@ from ..engine.kv_groups import cache_groups, engine_with
 from vllm_pd_spec.engine.offload import (CPUStore, OffloadConfig, StoreAssertionError, MultiConnectorWorker, attach_offload,
     offload_worker)
 from ..model.drafters import load_model
-from ..model.corpus import heldout_prompts
+from ..model.drafters import model_prompts
 from .common import torch_threads
 from .beyond_kit import conversations, serve_turns, pd_generate, differing, save_run, load_run, experiment_main
 
@@ -46,7 +46,7 @@ def _setup(model, method:str, n:int, longest:int):
 def standalone_rows(methods=('mtp', 'eagle'), num_convs:int=6, max_tokens:int=32, forms=STORE_FORMS, load_masks=('fixed', 'legacy'),
                     bar=None)->list:
     "Two turns with the tier, per drafter, store form and load mask: holes, hits, deaths, losslessness."
-    model, convs, rows = load_model(MODEL, torch.float64), conversations(num_convs), []
+    model, convs, rows = load_model(MODEL, torch.float64), conversations(MODEL, num_convs), []
     longest = max(len(a) for a, _ in convs) + 2 * max_tokens + 64
     for method in methods:
         cfg, layers = _setup(model, method, num_convs, longest)
@@ -78,7 +78,7 @@ def decode_rows(methods=('mtp', 'eagle'), num_prompts:int=8, lengths:tuple=(160,
                 seed:int=0, bar=None)->list:
     "P/D with the tier on D, per drafter and store form: holes on D and whether D survives."
     model, rng, rows = load_model(MODEL, torch.float64), random.Random(seed), []
-    prompts = [p[:rng.randint(*lengths)] for p in heldout_prompts(num_prompts, lengths[1])]
+    prompts = [p[:rng.randint(*lengths)] for p in model_prompts(MODEL, num_prompts, lengths[1])]
     for method in methods:
         cfg, layers = _setup(model, method, num_prompts, lengths[1] + max_tokens)
         kvc = get_kv_cache_config(cfg('standalone'), drafter_layer_names=layers)

@@ -19,7 +19,7 @@ from ..engine.transport import LocalTransport
 from ..engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, engine_with, TransferSetWorker
 from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker
 from ..model.drafters import load_model
-from ..model.corpus import heldout_prompts
+from ..model.drafters import model_prompts
 from .common import torch_threads
 from .beyond_kit import (conversations, serve_turns, pd_generate, acceptance, differing, save_run, load_run, experiment_main)
 
@@ -40,7 +40,7 @@ def _d_computed(D, prompts)->int:
 def transfer_rows(model_name:str='text-attn', methods=METHODS, k:int=K, num_prompts:int=8, prompt_len:int=256, max_tokens:int=32,
                   bar=None)->list:
     "One row per drafter and way of serving (`TRANSFER_ARMS`)."
-    model, prompts = load_model(model_name, torch.float64), heldout_prompts(num_prompts, prompt_len)
+    model, prompts = load_model(model_name, torch.float64), model_prompts(model_name, num_prompts, prompt_len)
     rows = []
     for method in methods:
         cfg, layers = _configs(model, method, k, num_prompts, prompt_len + max_tokens), drafter_layer_names(model, method)
@@ -70,10 +70,10 @@ CONSUMER_PHASES = (('kv_coordinator', False), ('offloading', True))  # (consumer
 def prefix_rows(models=('text-hybrid', 'text-attn'), methods=METHODS, k:int=K, num_convs:int=6, max_tokens:int=32, chunk:int=64,
                 bar=None)->list:
     "One row per model, drafter, form and consumer: the second turn's prefix hits and losslessness."
-    rows, convs = [], conversations(num_convs)
-    longest = max(len(a) for a, _ in convs) + 2 * max_tokens + 64
+    rows = []
     for model_name in models:
-        model = load_model(model_name, torch.float64)
+        model, convs = load_model(model_name, torch.float64), conversations(model_name, num_convs)
+        longest = max(len(a) for a, _ in convs) + 2 * max_tokens + 64
         for method in methods:
             cfg, layers = _configs(model, method, k, num_convs, longest, chunk), drafter_layer_names(model, method)
             kvc = get_kv_cache_config_own_draft_group(cfg('standalone'), layers)

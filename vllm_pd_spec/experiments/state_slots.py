@@ -18,7 +18,7 @@ from ..engine.transport import LocalTransport, PDConnectorWorker
 from ..engine.kv_groups import engine_with
 from ..engine.state_exchange import SlotListRunner, StateExchangeWorker, PAIRINGS
 from ..model.drafters import load_model
-from ..model.corpus import heldout_prompts
+from ..model.drafters import model_prompts
 from .common import torch_threads
 from .beyond_kit import pd_generate, differing, save_run, load_run, experiment_main
 
@@ -34,7 +34,7 @@ def predicted(num_tokens:int, k_p:int, k_d:int, mode:str, pairing:str)->str:
 def slot_rows(pairs=tuple(itertools.product((1, 2, 3), repeat=2)), modes=MODES, num_prompts:int=8, prompt_len:int=200,
               max_tokens:int=32, bar=None)->list:
     "One row per mode, pair of widths and pairing: D's tokens against standalone, beside the prediction."
-    model, prompts = load_model('text-hybrid', torch.float64), heldout_prompts(num_prompts, prompt_len)
+    model, prompts = load_model('text-hybrid', torch.float64), model_prompts('text-hybrid', num_prompts, prompt_len)
     sched = SchedulerConfig(max_num_batched_tokens=max(1024, prompt_len + num_prompts * 4), max_num_seqs=num_prompts)
     cache = CacheConfig(num_gpu_blocks=4 * num_prompts * (cdiv(prompt_len + max_tokens, BLOCK) + 6) + 8)
     cfg = lambda k, role: make_config(METHOD, k, role, model=model, scheduler_config=sched, cache_config=cache)

@@ -6,7 +6,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/drafters.html.md"""
 
 # %% auto #0
 __all__ = ['DATA', 'WEIGHTS', 'MODELS', 'DraftLayer', 'MTPDrafter', 'EagleDrafter', 'DFlashLayer', 'DFlashDrafter', 'SpecModel',
-           'args_from_json', 'load_model', 'model_cards', 'SpecStats', 'spec_decode']
+           'args_from_json', 'load_model', 'model_tokenizer', 'model_prompts', 'model_cards', 'SpecStats',
+           'spec_decode']
 
 # %% ../../nbs/23_drafters.ipynb #c24f8349
 import json, math, torch, torch.nn as nn, torch.nn.functional as F
@@ -148,8 +149,26 @@ def load_model(name:str|torch.dtype='tiny-hybrid', # a name in `MODELS` (a dtype
     with safe_open(str(path), 'pt') as f: meta = f.metadata() or {}
     m = SpecModel(args_from_json(meta['args']) if 'args' in meta else ModelArgs())
     m.load_state_dict(load_file(str(path)))
-    m.name = meta.get('name', name)
+    m.name, m.tokenizer = meta.get('name', name), meta.get('tokenizer')  # tokenizer: None for the Fibonacci fixture
     return m.to(device=device, dtype=dtype).eval()
+
+# %% ../../nbs/23_drafters.ipynb #b81d3f02
+from .corpus import heldout_prompts
+
+def model_tokenizer(name:str # a text model in `MODELS`
+                   )->str:
+    "The tokenizer `name` was trained with, from its card: 'bpe1024' or 'bytes'."
+    if name not in MODELS or not (DATA / f'{MODELS[name]}.json').exists():
+        raise ValueError(f'name={name!r} is invalid: must be a text model, one of {[m for m in MODELS if m.startswith("text-")]}')
+    return json.loads((DATA / f'{MODELS[name]}.json').read_text())['tokenizer']
+
+def model_prompts(name:str, # a text model in `MODELS`
+                  n:int, # prompts
+                  prompt_len:int=256, # tokens each, in the model's tokenizer
+                  reserve:int=256 # tokens kept after each prompt
+                 )->list:
+    "`heldout_prompts` in the tokenizer of `name`."
+    return heldout_prompts(n, prompt_len, reserve, model_tokenizer(name))
 
 # %% ../../nbs/23_drafters.ipynb #18e43578
 def _stored_params(path:Path)->int:
