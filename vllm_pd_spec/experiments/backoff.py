@@ -283,7 +283,7 @@ MODELS, KS, NUM_SEEDS = ('text-attn', 'text-hybrid'), (2, 3, 4), 3
 PROMPT_LEN, MAX_TOKENS, TEMPERATURE = 256, 128, 1.0
 DEFAULT = dict(model='text-attn', k=3, num_prompts=6, temperature=0.0, seed=0)  # `reproduce --fix 2`: about 10 s on 2 cores
 QUICK = dict(num_prompts=4)
-FULL = dict(models=MODELS, ks=KS, temperatures=(0.0, TEMPERATURE), seeds=tuple(range(NUM_SEEDS)), num_prompts=4)  # 4 per seed: the sweep fits about 20 minutes on two CPU cores
+FULL = dict(models=MODELS, ks=KS, temperatures=(0.0, TEMPERATURE), seeds=tuple(range(NUM_SEEDS)), num_prompts=16)  # 16 per seed; the run's time is saved with it
 
 def prompt_set(model_name:str, # the text model the prompts are for (its tokenizer encodes them)
                seed:int, # 0 .. NUM_SEEDS - 1: which of the disjoint sets
