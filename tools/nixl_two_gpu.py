@@ -48,6 +48,27 @@ def llm(devices, quick):
         ok &= row['lossless'] and row['parity'] and row['leaks'] == 0 and row['transfers'] == len(task)
     return dict(llm=rows), ok
 
+def text(devices, quick):
+    "The text models, each drafter, over NIXL: P/D against standalone on P's device, float64, greedy."
+    from vllm_pd_spec.model.drafters import model_prompts
+    rows, ok = [], True
+    for model in ('text-attn', 'text-hybrid'):
+        task = {f'req-{i}': p for i, p in enumerate(model_prompts(model, 4 if quick else 8, 64 if quick else 256))}
+        for method in ('mtp', 'eagle', 'dflash'):
+            t0, kw = time.perf_counter(), dict(method=method, model=model)
+            ref_out, ref_spec = pp.llm_standalone(task, max_tokens=32, device=devices[0], **kw)
+            pd = pp.run_pd_nixl(task, max_tokens=32, build=pp.build_llm_engine, build_kw=kw, devices=devices, deadline_s=400)
+            rd = pd['reports']['decode']
+            row = dict(model=model, method=method, lossless=pd['outputs'] == ref_out, parity=rd['spec'] == ref_spec,
+                       acceptance_per_pos=rd['spec']['num_accepted_tokens_per_pos'], standalone_per_pos=ref_spec['num_accepted_tokens_per_pos'],
+                       num_drafts=rd['spec']['num_drafts'], transfers=rd['stats'].get('transfers'), leaks=leaks(pd),
+                       s=round(time.perf_counter() - t0, 1))
+            rows.append(row); print(row, flush=True)
+            ok &= row['lossless'] and row['leaks'] == 0 and row['transfers'] == len(task)
+    return dict(text=rows), ok
+
+STEPS = dict(toy=toy, llm=llm, text=text)
+
 def bench(devices, quick):
     rows = pp.bench_nixl((1, 4, 16) if quick else (1, 4, 16, 64, 256), reps=3 if quick else 7, devices=devices)
     print(pp.bench_table(rows), flush=True)
@@ -58,14 +79,17 @@ def main(argv=None):
     ap.add_argument('--out', required=True, help='JSON file to write')
     ap.add_argument('--devices', default='cuda:0,cuda:1', help="P's and D's device, comma-separated")
     ap.add_argument('--quick', action='store_true', help='fewer prompts, sizes and repetitions')
+    ap.add_argument('--steps', default='toy,llm,bench', help='steps to run, comma-separated: toy, llm, text (the text models), bench')
     a = ap.parse_args(argv)
     devices = tuple(a.devices.split(','))
     out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     run = dict(devices=devices, gpus=gpus, torch=torch.__version__, nixl=nixl_status()[1], python=platform.python_version(),
-               quick=a.quick, steps={}, started=time.strftime('%Y-%m-%d %H:%M:%S'))
+               quick=a.quick, ran=a.steps, steps={}, started=time.strftime('%Y-%m-%d %H:%M:%S'))
     all_ok = True
-    for name, step in (('toy', toy), ('llm', llm), ('bench', bench)):
+    steps = dict(STEPS, bench=bench)
+    if bad := [n for n in a.steps.split(',') if n not in steps]: sys.exit(f'--steps: unknown {bad}; choose from {list(steps)}')
+    for name, step in ((n, steps[n]) for n in a.steps.split(',')):
         t0 = time.perf_counter()
         try: res, ok = step(devices, a.quick)
         except Exception as e: res, ok = dict(error=''.join(traceback.format_exception(e))[-4000:]), False

@@ -206,13 +206,14 @@ def build_llm_engine(role:str, # 'prefill', 'decode' or 'standalone'
                      device:str='cpu', # model and cache device
                      num_blocks:int=256, # KV blocks per engine
                      fixes=None, # a `Fixes` (default: all on)
+                     model:str='tiny-hybrid', # a shipped model (`load_model`'s names)
                     )->LLMEngine:
-    "The `LLMEngine` with the shipped model."
+    "The `LLMEngine` with a shipped model."
     from vllm_pd_spec.config import Fixes
     from vllm_pd_spec.engine.llm_engine import make_config
     from vllm_pd_spec.model.drafters import load_model
     torch_dtype = getattr(torch, dtype)
-    model = load_model(dtype=torch_dtype, device=device)
+    model = load_model(model, torch_dtype, device=device)
     vllm_config = make_config(method, k, role, fixes or Fixes(), model=model, cache_config=CacheConfig(num_gpu_blocks=num_blocks))
     return LLMEngine(vllm_config, model, transport=transport, device=device, dtype=torch_dtype)
 
