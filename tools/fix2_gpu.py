@@ -74,9 +74,8 @@ def use_standins(force:bool=False)->list:
 
 def prompt_pool(model:str='text-attn', force_file:bool=False)->list:
     "`model_prompts(model, 32, 256)`: encoded here (bytes, or BPE when `tokenizers` is installed), else `text-attn`'s from `PROMPTS`."
-    card = json.loads((Path(__file__).resolve().parents[1] / 'vllm_pd_spec' / 'data' / f"{model.replace('-', '_')}.json").read_text())
-    if card['tokenizer'] == 'bytes' or (not force_file and importlib.util.find_spec('tokenizers') is not None):
-        from vllm_pd_spec.model.drafters import model_prompts
+    from vllm_pd_spec.model.drafters import model_prompts, model_tokenizer
+    if model_tokenizer(model) == 'bytes' or (not force_file and importlib.util.find_spec('tokenizers') is not None):
         return model_prompts(model, POOL['n'], POOL['prompt_len'])
     if model != 'text-attn': sys.exit(f'{PROMPTS} holds text-attn\'s BPE prompts, not {model}\'s')
     if not PROMPTS.is_file(): sys.exit(f'{PROMPTS} is missing: write it with --write-prompts where tokenizers is installed')

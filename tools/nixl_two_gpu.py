@@ -32,21 +32,23 @@ def toy(devices, quick):
     ok = out['lossless'] and out['leaks'] == 0 and all(r['lossless'] and r['d_leaks'] == 0 and r['recomputed'] >= 1 for r in faults)
     return dict(toy=out, toy_faults=faults), ok
 
+def pd_row(task:dict, devices, max_tokens:int, **kw)->dict:
+    "One P/D run over NIXL (`build_llm_engine(**kw)`) against standalone on P's device: outputs, acceptance, transfers, leaks."
+    t0 = time.perf_counter()
+    ref_out, ref_spec = pp.llm_standalone(task, max_tokens=max_tokens, device=devices[0], **kw)
+    pd = pp.run_pd_nixl(task, max_tokens=max_tokens, build=pp.build_llm_engine, build_kw=kw, devices=devices, deadline_s=400)
+    rd = pd['reports']['decode']
+    row = dict(kw, lossless=pd['outputs'] == ref_out, parity=rd['spec'] == ref_spec,
+               acceptance_per_pos=rd['spec']['num_accepted_tokens_per_pos'], standalone_per_pos=ref_spec['num_accepted_tokens_per_pos'],
+               num_drafts=rd['spec']['num_drafts'], transfers=rd['stats'].get('transfers'), leaks=leaks(pd),
+               s=round(time.perf_counter() - t0, 1))
+    print(row, flush=True)
+    return row
+
 def llm(devices, quick):
     task = {f'req-{i}': e.prompt for i, e in enumerate(make_prompts(4 if quick else 8, seed=2024))}
-    rows, ok = [], True
-    for method in ('mtp', 'eagle', 'dflash'):
-        t0 = time.perf_counter()
-        ref_out, ref_spec = pp.llm_standalone(task, method=method, device=devices[0])
-        pd = pp.run_pd_nixl(task, max_tokens=8, build=pp.build_llm_engine, build_kw=dict(method=method), devices=devices, deadline_s=400)
-        rd = pd['reports']['decode']
-        row = dict(method=method, lossless=pd['outputs'] == ref_out, parity=rd['spec'] == ref_spec,
-                   acceptance_per_pos=rd['spec']['num_accepted_tokens_per_pos'], standalone_per_pos=ref_spec['num_accepted_tokens_per_pos'],
-                   num_drafts=rd['spec']['num_drafts'], transfers=rd['stats'].get('transfers'), leaks=leaks(pd),
-                   s=round(time.perf_counter() - t0, 1))
-        rows.append(row); print(row, flush=True)
-        ok &= row['lossless'] and row['parity'] and row['leaks'] == 0 and row['transfers'] == len(task)
-    return dict(llm=rows), ok
+    rows = [pd_row(task, devices, 8, method=method) for method in ('mtp', 'eagle', 'dflash')]
+    return dict(llm=rows), all(r['lossless'] and r['parity'] and r['leaks'] == 0 and r['transfers'] == len(task) for r in rows)
 
 def text(devices, quick):
     "The text models, each drafter, over NIXL: P/D against standalone on P's device, float64, greedy."
@@ -54,25 +56,16 @@ def text(devices, quick):
     rows, ok = [], True
     for model in ('text-attn', 'text-hybrid'):
         task = {f'req-{i}': p for i, p in enumerate(model_prompts(model, 4 if quick else 8, 64 if quick else 256))}
-        for method in ('mtp', 'eagle', 'dflash'):
-            t0, kw = time.perf_counter(), dict(method=method, model=model)
-            ref_out, ref_spec = pp.llm_standalone(task, max_tokens=32, device=devices[0], **kw)
-            pd = pp.run_pd_nixl(task, max_tokens=32, build=pp.build_llm_engine, build_kw=kw, devices=devices, deadline_s=400)
-            rd = pd['reports']['decode']
-            row = dict(model=model, method=method, lossless=pd['outputs'] == ref_out, parity=rd['spec'] == ref_spec,
-                       acceptance_per_pos=rd['spec']['num_accepted_tokens_per_pos'], standalone_per_pos=ref_spec['num_accepted_tokens_per_pos'],
-                       num_drafts=rd['spec']['num_drafts'], transfers=rd['stats'].get('transfers'), leaks=leaks(pd),
-                       s=round(time.perf_counter() - t0, 1))
-            rows.append(row); print(row, flush=True)
-            ok &= row['lossless'] and row['leaks'] == 0 and row['transfers'] == len(task)
+        rows += (new := [pd_row(task, devices, 32, model=model, method=method) for method in ('mtp', 'eagle', 'dflash')])
+        ok &= all(r['lossless'] and r['leaks'] == 0 and r['transfers'] == len(task) for r in new)
     return dict(text=rows), ok
-
-STEPS = dict(toy=toy, llm=llm, text=text)
 
 def bench(devices, quick):
     rows = pp.bench_nixl((1, 4, 16) if quick else (1, 4, 16, 64, 256), reps=3 if quick else 7, devices=devices)
     print(pp.bench_table(rows), flush=True)
     return dict(bench=rows), all(r['nixl_gbs'] > 0 for r in rows)
+
+STEPS = dict(toy=toy, llm=llm, text=text, bench=bench)
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -87,9 +80,8 @@ def main(argv=None):
     run = dict(devices=devices, gpus=gpus, torch=torch.__version__, nixl=nixl_status()[1], python=platform.python_version(),
                quick=a.quick, ran=a.steps, steps={}, started=time.strftime('%Y-%m-%d %H:%M:%S'))
     all_ok = True
-    steps = dict(STEPS, bench=bench)
-    if bad := [n for n in a.steps.split(',') if n not in steps]: sys.exit(f'--steps: unknown {bad}; choose from {list(steps)}')
-    for name, step in ((n, steps[n]) for n in a.steps.split(',')):
+    if bad := [n for n in a.steps.split(',') if n not in STEPS]: sys.exit(f'--steps: unknown {bad}; choose from {list(STEPS)}')
+    for name, step in ((n, STEPS[n]) for n in a.steps.split(',')):
         t0 = time.perf_counter()
         try: res, ok = step(devices, a.quick)
         except Exception as e: res, ok = dict(error=''.join(traceback.format_exception(e))[-4000:]), False

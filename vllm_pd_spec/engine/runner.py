@@ -230,11 +230,18 @@ def _block_table(self:ModelRunner, req:CachedRequestState, upto:int)->list:
     return self.block_table[req.slot, :cdiv(upto, self.bs)].tolist()
 
 @patch
-def _slots(self:ModelRunner, req:CachedRequestState, positions:list)->list:
-    "The KV slot of each position through the request's block-table row, unchecked (as upstream's slot-mapping kernel)."
-    pos = torch.as_tensor(positions, dtype=torch.long)
-    flat_index = req.slot * self.block_table.shape[1] + pos // self.bs  # past the row: the next row's entries
-    return (self.block_table.view(-1)[flat_index] * self.bs + pos % self.bs).tolist()
+def _slot_mapping(self:ModelRunner, rows:torch.Tensor, # each token's block-table row (its request's slot)
+                  positions:torch.Tensor # each token's position
+                 )->torch.Tensor:
+    "The KV slot of each token through its block-table row, unchecked (as upstream's slot-mapping kernel)."
+    flat_index = rows * self.block_table.shape[1] + positions // self.bs  # past the row: the next row's entries
+    return self.block_table.view(-1)[flat_index] * self.bs + positions % self.bs
+
+@patch
+def _slots(self:ModelRunner, req:CachedRequestState, positions)->list:
+    "The KV slot of each of `positions` of one request."
+    pos = torch.as_tensor(list(positions), dtype=torch.long)
+    return self._slot_mapping(torch.full_like(pos, req.slot), pos).tolist()
 
 @patch
 def _gdn_rows(self:ModelRunner, reqs:list, num_scheduled:list, num_draft:list)->list:
@@ -270,8 +277,7 @@ def prepare_inputs(self:ModelRunner, so:SchedulerOutput)->StepInputs:
     positions, seq_lens = self.positions[:num_tokens].clone(), self.seq_lens[:num_reqs].clone()
     block_tables = self.block_table[[r.slot for r in reqs], :cdiv(int(seq_lens.max()), self.bs)]
     row_of_token = torch.repeat_interleave(torch.tensor([r.slot for r in reqs]), torch.tensor(num_scheduled))
-    pos = positions.cpu()
-    slot_mapping = self.block_table.view(-1)[row_of_token * self.block_table.shape[1] + pos // self.bs] * self.bs + pos % self.bs
+    slot_mapping = self._slot_mapping(row_of_token, positions.cpu())
     meta = ForwardMeta(on_device(query_start_loc), seq_lens, block_tables.to(self.device), slot_mapping.to(self.device),
                        idx_mapping, torch.tensor(self._gdn_rows(reqs, num_scheduled, [len(d) for d in drafts]), device=self.device),
                        on_device([r.num_accepted for r in reqs]))
@@ -321,6 +327,11 @@ def _write_back(self:ModelRunner, req:CachedRequestState, sampled:list):
     self.all_token_ids[req.slot, len(req.tokens) - len(sampled):len(req.tokens)] = torch.tensor(sampled, dtype=torch.long)
 
 @patch
+def _trim_hidden(self:ModelRunner, req:CachedRequestState):
+    "Forget the cached target hidden states no later draft can read (more than `k + 2` positions behind)."
+    for p in [p for p in req.hidden if p < req.num_computed - self.k - 2]: del req.hidden[p]
+
+@patch
 def _post_update(self:ModelRunner, i:int, inputs:StepInputs, hidden_states:torch.Tensor, logits:torch.Tensor,
                  query_start_loc:list)->list:
     "Row `i` after the forward: verify, advance `num_computed`, keep hidden states and tokens, draft; its sampled tokens."
@@ -336,7 +347,7 @@ def _post_update(self:ModelRunner, i:int, inputs:StepInputs, hidden_states:torch
         req.tokens = req.tokens[:num_computed + n - len(draft_token_ids)] + sampled
     self._write_back(req, sampled)
     req.drafts = self._propose(req, num_computed, n - num_rejected, num_rejected, emit=bool(sampled)) if self.method else []
-    for p in [p for p in req.hidden if p < req.num_computed - self.k - 2]: del req.hidden[p]
+    self._trim_hidden(req)
     return sampled
 
 @patch
@@ -393,11 +404,11 @@ def _sample_from_record(self:ModelRunner, req_id:str, num_scheduled:int, draft_t
     logits = self.model.target.compute_logits(req.hidden[num_computed][None])
     sampled, _ = self._verify(req, 1, [], num_computed, logits)
     num_rejected = num_scheduled - 1  # the placeholder drafts the scheduler padded the row with (#45237): all rejected
-    req.num_computed, req.num_accepted, req.kv_consumer_new = num_computed + 1, 1, False  # P's GDN state stays current
+    req.num_computed, req.num_accepted = num_computed + 1, 1  # P's GDN state stays current
     req.tokens = req.tokens[:num_computed + 1] + sampled
     self._write_back(req, sampled)
     req.drafts = self._propose(req, num_computed, 1, num_rejected, emit=True) if self.method else []
-    for p in [p for p in req.hidden if p < req.num_computed - self.k - 2]: del req.hidden[p]
+    self._trim_hidden(req)
     return sampled
 
 # %% ../../nbs/25_runner.ipynb #24f92457

@@ -98,9 +98,8 @@ def prompt_drafter_kv(runner, # an engine's `ModelRunner`
                       num_modules:int, # MTP modules in use (k)
                      )->torch.Tensor:
     "The MTP modules' keys and values at the request's prompt positions: `[modules, prompt positions, 2 * heads * head_dim]`."
-    r, bs = runner.requests[req_id], runner.bs
-    block_ids = list(r.block_ids[runner.attn_group])
-    slots = torch.tensor([block_ids[p // bs] * bs + p % bs for p in range(r.prompt_len)])
+    r = runner.requests[req_id]
+    slots = torch.tensor(runner._slots(r, range(r.prompt_len)))
     rows = []
     for name in runner.model.mtp.attn_layers()[:num_modules]:
         k_cache, v_cache = runner.cache.kv[name]
@@ -370,7 +369,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engines run
                                  seeds=(DEFAULT['seed'],), num_prompts=(QUICK if quick else DEFAULT)['num_prompts'])
     setup = dict(cfg, prompt_len=PROMPT_LEN, max_tokens=MAX_TOKENS, arms={a.name: a.what for a in ARMS.values()}, dtype='float64',
                  method='mtp', tol=TOL, torch_threads=1, transport=transport, quick=quick, full=full,
-                 prompts="model_prompts(model, num_prompts * 3, 256)[seed::3]: held-out source in the model's tokenizer")
+                 prompts=f"model_prompts(model, num_prompts * {NUM_SEEDS}, {PROMPT_LEN})[seed::{NUM_SEEDS}]: held-out source in the model's tokenizer")
     n_runs = len(cfg['models']) * len(cfg['ks']) * len(cfg['temperatures']) * len(cfg['seeds']) * len(ARMS)
     bar = progress(n_runs) if progress is not None else None
     rows, settings = [], {}

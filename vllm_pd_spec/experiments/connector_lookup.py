@@ -19,8 +19,8 @@ from ..engine.runner import ModelRunner, drafter_layer_names
 from ..engine.kv_groups import cache_groups, engine_with
 from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker
 from ..model.drafters import load_model
-from .common import torch_threads
-from .beyond_kit import conversations, serve_turns, differing, save_run, load_run, experiment_main
+from .common import torch_threads, differing
+from .beyond_kit import conversations, serve_turns, save_run, load_run, experiment_main
 
 # %% ../../nbs/09j_connector_lookup_experiment.ipynb #d1c7d2ae
 K, MODEL = 3, 'text-hybrid'

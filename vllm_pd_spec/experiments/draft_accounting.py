@@ -20,10 +20,9 @@ from ..engine.transport import LocalTransport, PDConnectorWorker
 from ..engine.kv_groups import cache_groups, engine_with
 from vllm_pd_spec.engine.offload import (CPUStore, OffloadConfig, StoreAssertionError, MultiConnectorWorker, attach_offload,
     offload_worker)
-from ..model.drafters import load_model
-from ..model.drafters import model_prompts
-from .common import torch_threads
-from .beyond_kit import conversations, serve_turns, pd_generate, differing, save_run, load_run, experiment_main
+from ..model.drafters import load_model, model_prompts
+from .common import torch_threads, differing
+from .beyond_kit import conversations, serve_turns, pd_generate, save_run, load_run, experiment_main
 
 # %% ../../nbs/09i_draft_accounting_experiment.ipynb #f36a0775
 K, BLOCK, MODEL = 3, 16, 'text-attn'

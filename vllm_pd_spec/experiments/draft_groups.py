@@ -18,10 +18,9 @@ from ..engine.runner import drafter_layer_names
 from ..engine.transport import LocalTransport
 from ..engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, engine_with, TransferSetWorker
 from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker
-from ..model.drafters import load_model
-from ..model.drafters import model_prompts
-from .common import torch_threads
-from .beyond_kit import (conversations, serve_turns, pd_generate, acceptance, differing, save_run, load_run, experiment_main)
+from ..model.drafters import load_model, model_prompts
+from .common import torch_threads, differing
+from .beyond_kit import (conversations, serve_turns, pd_generate, acceptance, save_run, load_run, experiment_main)
 
 # %% ../../nbs/09g_draft_groups_experiment.ipynb #f47abf10
 K, METHODS = 3, ('mtp', 'eagle', 'dflash')

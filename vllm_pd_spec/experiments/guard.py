@@ -12,10 +12,8 @@ __all__ = ['MODELS', 'KS', 'NUM_PROMPTS', 'PROMPT_LEN', 'MAX_TOKENS', 'FULL', 'S
 import torch
 from ..config import Fixes, SchedulerConfig
 from ..engine.llm_engine import LLMEngine, PDPair, make_config
-from ..model.drafters import load_model
-from ..model.drafters import model_prompts
-from .common import ExperimentResult, torch_threads, check_device, check_transport, make_transport
-from .rows import first_divergence
+from ..model.drafters import load_model, model_prompts
+from .common import ExperimentResult, torch_threads, check_device, check_transport, make_transport, match_summary
 
 # %% ../../nbs/06c_kernel_guard_experiment.ipynb #ea86f23f
 def kernel_backend(device:str # 'cpu' or 'cuda'
@@ -39,12 +37,10 @@ def guard_case(model_name:str, # 'text-attn' or 'text-hybrid'
     for arm, fixes in (('legacy', Fixes().off('kernel_guard')), ('fixed', Fixes())):
         pd = PDPair('mtp', k, fixes, model, transport=make_transport(transport, len(prompts)), scheduler_config=sc,
                     device=device, dtype=dtype, input_backend=backend)
-        div = [first_divergence(a, b) for a, b in zip(pd.generate(prompts, max_tokens), ref)]
+        outputs = pd.generate(prompts, max_tokens)
         if bar is not None: bar.update()
-        bad = [d for d in div if d is not None]
         out.append(dict(model=model_name, k=k, arm=arm, backend=backend, requests=len(prompts), tokens=min(map(len, ref)),
-                        exact_match_rate=round(1 - len(bad) / len(prompts), 4), differing=len(bad),
-                        mean_first_divergence=round(sum(bad) / len(bad), 1) if bad else None, first_divergences=div))
+                        **match_summary(outputs, ref)))
     return out
 
 # %% ../../nbs/06c_kernel_guard_experiment.ipynb #98ced215

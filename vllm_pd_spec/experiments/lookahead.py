@@ -17,8 +17,7 @@ from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker, get_kv_cache_config
 from ..engine.scheduler import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
-from ..model.drafters import load_model
-from ..model.corpus import heldout_prompts
+from ..model.drafters import load_model, model_prompts
 from .common import ExperimentResult, torch_threads
 
 # %% ../../nbs/01b_lookahead_experiment.ipynb #e9fd2828
@@ -77,7 +76,7 @@ def chunked_prompts(k:int, # drafts per step: the tails cycle over 1 .. k - 1
                     budget:int=64, # the scheduler's token budget per step
                    )->list:
     "`n` held-out prompts of `2 * budget + r` tokens, `r` cycling over `1 .. k - 1`."
-    return [p[:2 * budget + 1 + i % max(1, k - 1)] for i, p in enumerate(heldout_prompts(n, 2 * budget + k))]
+    return [p[:2 * budget + 1 + i % max(1, k - 1)] for i, p in enumerate(model_prompts(MODEL, n, 2 * budget + k))]
 
 def chunked_prefill_run(k:int, # drafts per step
                         prompts:list, # token-id lists (`chunked_prompts`)
@@ -126,7 +125,7 @@ def pair_prompts(k:int, # drafts per step
                  turn_len:int=32, # B's continuation
                 )->list:
     "`n` pairs `(A's prompt, B's turn)` from the held-out stream; A's prompts end `0 .. k - 2` tokens past a block edge."
-    ps = heldout_prompts(2 * n, prompt_len + k)
+    ps = model_prompts(MODEL, 2 * n, prompt_len + k)
     return [(ps[i][:prompt_len + i % max(1, k - 1)], ps[n + i][:turn_len]) for i in range(n)]
 
 def prefix_pair_run(k:int, # drafts per step

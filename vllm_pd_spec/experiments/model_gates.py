@@ -38,9 +38,7 @@ def next_token_accuracy(model:SpecModel, tokenizer:str='bpe1024', seq_len:int=51
 def _zero_prompt_kv(engine:LLMEngine, rid:str, prompt_len:int):
     "Zero the drafter layers' KV entries of request `rid` at positions `0..prompt_len-1`."
     run = engine.runner
-    r = run.requests[rid]
-    bt = list(r.block_ids[run.attn_group])
-    slots = torch.tensor([bt[p // run.bs] * run.bs + p % run.bs for p in range(prompt_len)])
+    slots = torch.tensor(run._slots(run.requests[rid], range(prompt_len)))
     for name in run.drafter_layers:
         for t in run.cache.kv[name]: t.view(-1, *t.shape[2:])[slots] = 0
 

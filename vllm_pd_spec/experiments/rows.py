@@ -6,16 +6,15 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/gdn_decode_detection_experimen
 
 # %% auto #0
 __all__ = ['SETTINGS', 'KS', 'RULES', 'SETTING_NAMES', 'NUM_PROMPTS', 'PROMPT_LEN', 'FULL', 'SEED_FIGURE', 'NOTES',
-           'first_decode_step', 'first_divergence', 'WrongPathRows', 'serve_rule', 'rule_rows', 'run', 'plot']
+           'first_decode_step', 'WrongPathRows', 'serve_rule', 'rule_rows', 'run', 'plot']
 
 # %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #032cfd62
 import torch
 from ..config import Fixes, SchedulerConfig
 from ..contracts import rows as row_rules
 from ..engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
-from ..model.drafters import load_model
-from ..model.drafters import model_prompts
-from .common import ExperimentResult, torch_threads, check_device, check_transport, make_transport
+from ..model.drafters import load_model, model_prompts
+from .common import ExperimentResult, torch_threads, check_device, check_transport, make_transport, match_summary
 
 # %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #da5288ee
 def first_decode_step(k:int, # MTP drafts per step
@@ -44,11 +43,6 @@ SETTINGS = {  # name: (max_model_len over the prompt, or None for the default; m
     'ends by max_tokens': (None, 64),
     'runs into max_model_len': (64, 96),
 }
-
-def first_divergence(a:list, b:list)->int|None:
-    "The first position where two token lists differ (the shorter one's length if one is a prefix), or None."
-    if a == b: return None
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 class WrongPathRows(StepObserver):
     "Counts, on the decode engine, the rows a rule sends down the prefill path that need the spec-decode path."
@@ -103,12 +97,8 @@ def rule_rows(ks=KS, rules=RULES, settings=SETTING_NAMES, num_prompts:int=NUM_PR
             for rule in rules:
                 r = serve_rule(k, prompts, setting, rule, model, device, transport)
                 if bar is not None: bar.update()
-                div = [first_divergence(a, b) for a, b in zip(r['outputs'], ref)]
-                bad = [d for d in div if d is not None]
                 out.append(dict(setting=setting, k=k, rule=rule, requests=len(prompts), tokens=min(map(len, ref)),
-                                exact_match_rate=round(1 - len(bad) / len(prompts), 4), differing=len(bad),
-                                mean_first_divergence=round(sum(bad) / len(bad), 1) if bad else None,
-                                wrong_path_rows=r['wrong_path_rows'], first_divergences=div))
+                                **match_summary(r['outputs'], ref), wrong_path_rows=r['wrong_path_rows']))
     return out
 
 # %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #e3d0314e

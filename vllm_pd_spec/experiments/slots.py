@@ -14,8 +14,7 @@ from ..config import Fixes, SchedulerConfig, CacheConfig
 from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
-from ..model.drafters import load_model
-from ..model.corpus import heldout_prompts
+from ..model.drafters import load_model, model_prompts
 from .common import ExperimentResult, torch_threads, check_device
 
 # %% ../../nbs/04b_dflash_slots_experiment.ipynb #4a7fec78
@@ -28,7 +27,7 @@ def shared_prefix_prompts(n:int, # prompts
     "`n` prompts (token ids), each the first `L` tokens of one of `num_docs` held-out documents."
     if not (isinstance(n, int) and n >= 1): raise ValueError(f'n must be an int >= 1, got {n!r}')
     if not (1 <= min_len <= max_len): raise ValueError(f'need 1 <= min_len <= max_len, got {min_len}, {max_len}')
-    docs, rng = heldout_prompts(num_docs, prompt_len=max_len), random.Random(seed)
+    docs, rng = model_prompts('text-attn', num_docs, prompt_len=max_len), random.Random(seed)
     return [docs[rng.randrange(num_docs)][:rng.randint(min_len, max_len)] for _ in range(n)]
 
 # %% ../../nbs/04b_dflash_slots_experiment.ipynb #4c69af6c

@@ -17,10 +17,9 @@ from ..engine.runner import ModelRunner, drafter_layer_names
 from ..engine.transport import LocalTransport, PDConnectorWorker
 from ..engine.kv_groups import engine_with
 from ..engine.state_exchange import SlotListRunner, StateExchangeWorker, PAIRINGS
-from ..model.drafters import load_model
-from ..model.drafters import model_prompts
-from .common import torch_threads
-from .beyond_kit import pd_generate, differing, save_run, load_run, experiment_main
+from ..model.drafters import load_model, model_prompts
+from .common import torch_threads, differing
+from .beyond_kit import pd_generate, save_run, load_run, experiment_main
 
 # %% ../../nbs/09h_state_slots_experiment.ipynb #b993eaf7
 METHOD, BACKOFF, BLOCK = 'eagle', 1, 16   # one prompt token left to D (a GDN model, EAGLE's lookahead 1), 16-token blocks

@@ -149,7 +149,7 @@ def load_model(name:str|torch.dtype='tiny-hybrid', # a name in `MODELS` (a dtype
     with safe_open(str(path), 'pt') as f: meta = f.metadata() or {}
     m = SpecModel(args_from_json(meta['args']) if 'args' in meta else ModelArgs())
     m.load_state_dict(load_file(str(path)))
-    m.name, m.tokenizer = meta.get('name', name), meta.get('tokenizer')  # tokenizer: None for the Fibonacci fixture
+    m.name = meta.get('name', name)
     return m.to(device=device, dtype=dtype).eval()
 
 # %% ../../nbs/23_drafters.ipynb #b81d3f02
