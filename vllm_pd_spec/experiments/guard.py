@@ -1,4 +1,4 @@
-"""How the kernel-guard experiment of fix 6 is run: the realistic models with MTP served standalone and as a P/D pair whose runners assemble every step's inputs through the fused Triton kernel (Triton's interpreter on a CPU, compiled on a GPU), with the guard on (vLLM 0.33.0) and off (0.24.0's kernel); the share of requests whose P/D continuation equals standalone's.
+"""How the kernel-guard experiment of fix 6 is run: the realistic models with MTP served standalone and as a P/D pair whose runners assemble every step's inputs through the fused Triton kernel (Triton's interpreter on a CPU, compiled on a GPU), with the guard on (vLLM 0.33.0), off with the placeholder padding (main between #45237 and the guard) and as 0.24.0 shipped it (no guard, no padding); the share of requests whose P/D continuation equals standalone's.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/kernel_guard_experiment.html.md"""
 
