@@ -1,4 +1,4 @@
-"""How the kernel-guard experiment of fix 6 is run: the realistic models with MTP served standalone and as a P/D pair whose runners assemble every step's inputs through the fused Triton kernel (Triton's interpreter on a CPU, compiled on a GPU), with the guard on (vLLM 0.33.0), off with the placeholder padding (main between #45237 and the guard) and as 0.24.0 shipped it (no guard, no padding); the share of requests whose P/D continuation equals standalone's.
+"""How the kernel-guard experiment of fix 6 is run: the realistic models with MTP served standalone and as a P/D pair whose runners assemble every step's inputs through the fused Triton kernel (Triton's interpreter on a CPU, compiled on a GPU), with the guard on (vLLM 0.33.0), off with the placeholder padding (main between #45237 and #47466) and as 0.24.0 shipped it (no guard, no padding); the share of requests whose P/D continuation equals standalone's.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/kernel_guard_experiment.html.md"""
 
@@ -22,7 +22,7 @@ def kernel_backend(device:str # 'cpu' or 'cuda'
     return 'triton' if check_device(device) == 'cuda' else 'interpreter'
 
 ARMS = {  # name: (fixes, placeholder padding, GDN row rule or None (the fixes'), the code it stands for)
-    'legacy': (Fixes().off('kernel_guard'), True, None, 'main between #45237 and the kernel guard (placeholder padding, no guard)'),
+    'legacy': (Fixes().off('kernel_guard'), True, None, 'main between #45237 and #47466 (placeholder padding, no kernel guard)'),
     'fixed': (Fixes(), True, None, '0.33.0'),
     '0.24.0': (Fixes().off('kernel_guard'), False, '0.24.0', '0.24.0 (its kernel, its row rule, no placeholder padding)'),
 }
@@ -61,7 +61,7 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, float64, greedy, held-out 
          "assembling its inputs through the fused Triton kernel (Triton's interpreter on a CPU, the compiled kernel on "
          "CUDA): the share of requests whose P/D continuation equals the standalone one (64 tokens) and the mean first "
          "differing position, per model and k: guard off with placeholder padding (Fixes().off(6), every other fix on: "
-         "main between #45237 and the guard, never a release) vs on (0.33.0), and vLLM 0.24.0 as released (its kernel, "
+         "main between #45237 and #47466, which added the guard: never a release) vs on (0.33.0), and vLLM 0.24.0 as released (its kernel, "
          "its row rule, no padding). Both models pass every model gate. Nothing modelled; the models and text are ours.")
 
 def guard_rows(models=MODELS, ks=KS, num_prompts:int=NUM_PROMPTS, prompt_len:int=PROMPT_LEN, device:str='cpu',
@@ -84,7 +84,7 @@ def run(device:str='cpu', # 'cpu' (the interpreter) or 'cuda' (the compiled kern
     g = dict(models=MODELS, ks=KS, num_prompts=NUM_PROMPTS, prompt_len=PROMPT_LEN) | (FULL if full else {})
     setup = dict(g, max_tokens=MAX_TOKENS, backend=kernel_backend(device), method='mtp', dtype='float64', greedy=True,
                  max_num_seqs=8, max_num_batched_tokens=512, transport=transport, other_fixes='on',
-                 legacy="Fixes().off(6): 0.24.0's kernel with #45237's padding (main between #45237 and the guard)",
+                 legacy="Fixes().off(6): 0.24.0's kernel with #45237's padding (main between #45237 and #47466)",
                  fixed='Fixes(): vLLM 0.33.0 kernel', arms={a: ARMS[a][3] for a in ARMS}, full=full, quick=quick)
     print('fix 6 setup:', setup)
     bar = progress(len(g['models']) * len(g['ks']) * (1 + len(ARMS))) if progress is not None else None
@@ -102,7 +102,7 @@ def run(device:str='cpu', # 'cpu' (the interpreter) or 'cuda' (the compiled kern
         device=device, setup=setup, rows=rows, notes=NOTES, legacy_label=ARMS['legacy'][3], fixed_label=ARMS['fixed'][3],
         per_setting=[dict(setting=f'{m}, MTP k={k}, {setup["backend"]}', legacy=by[m, k, 'legacy']['exact_match_rate'],
                           fixed=by[m, k, 'fixed']['exact_match_rate'], standalone=None,
-                          arms={'main #45237..guard': by[m, k, 'legacy']['exact_match_rate'], '0.33.0': by[m, k, 'fixed']['exact_match_rate'],
+                          arms={'main #45237..#47466': by[m, k, 'legacy']['exact_match_rate'], '0.33.0': by[m, k, 'fixed']['exact_match_rate'],
                                 '0.24.0 (no padding)': by[m, k, '0.24.0']['exact_match_rate']})
                      for m in g['models'] for k in g['ks']])
 
@@ -122,7 +122,7 @@ def plot(res:ExperimentResult # what `run` returned
             ys = [next(r['exact_match_rate'] for r in res.rows if (r['model'], r['k'], r['arm']) == (name, k, arm)) for k in ks]
             ax.bar([i + (j - (len(arms) - 1) / 2) * w for i in range(len(ks))], ys, w, color=arm_color('fixed' if arm == 'fixed' else 'legacy'),
                    alpha=0.45 if arm == '0.24.0' else 1.0,
-                   label={'legacy': 'guard off + padding (main #45237..guard)', 'fixed': 'guard on (0.33.0)',
+                   label={'legacy': 'guard off + padding (main #45237..#47466)', 'fixed': 'guard on (0.33.0)',
                           '0.24.0': '0.24.0: no guard, no padding'}[arm])
         ax.set_xticks(range(len(ks)), [f'k={k}' for k in ks]); ax.set_title(name); ax.set_ylim(0, 1.05)
     axes[0].set_ylabel('P/D == standalone (share)')

@@ -62,7 +62,7 @@ FIX_PAGES = {  # fix: (page, the bug in one line, what the seed measured)
         'GSM8K 0.32 standalone, 0.15-0.19 on P/D before #47466 (Qwen3.5-0.8B, MTP, concurrency > 1): main between #45237 '
         "and #47466 (0.24.0's row rule + #45237's placeholder padding, no kernel guard), not a release"),
     6: ('06_triton_kernel_guard.ipynb', 'the input-assembly kernel writes the last sampled token over prompt token x_N',
-        "the same GSM8K drop as fix 5, on the same main-branch stretch (between #45237's padding and the guard, both first "
+        "the same GSM8K drop as fix 5, on the same main-branch stretch (main between #45237's padding and #47466, which added the guard; both first "
         'released in 0.25.0); the seed\'s PR carries both the row rule and this guard'),
 }
 VERDICTS = ('"consequence seen" means the legacy run showed, on the named metric, what a user of that code would see '
