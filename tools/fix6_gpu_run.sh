@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fix 6's accuracy experiment through the compiled Triton kernel, in one go: both models (text-attn, text-hybrid), MTP
-# k in {1, 2, 3, 4}, 16 held-out prompts of 128 tokens, 64 tokens each, standalone vs P/D with the guard off (vLLM
-# 0.24.0's kernel) and on (0.33.0), every runner assembling its inputs through the fused kernel
+# k in {1, 2, 3, 4}, 16 held-out prompts of 128 tokens, 64 tokens each, standalone vs P/D with the guard off and the
+# placeholder padding on (main between #45237 and #47466), the guard on (0.33.0), and 0.24.0 as released (no guard,
+# no padding), every runner assembling its inputs through the fused kernel
 # (`vllm_pd_spec.experiments.guard.run(device='cuda', full=True)`, input_backend='triton').
 #   bash tools/fix6_gpu_run.sh                 on the GPU machine, from the repo root: writes nbs/runs/fix6_full_h200.json
 #   bash tools/fix6_gpu_run.sh --cpu-dry-run   the same code on a CPU through Triton's interpreter, the default (small)
