@@ -121,8 +121,8 @@ def page(notebook:str # a notebook path, as `HAZARDS` names it
     return dict(title=PAGES.get(notebook, slug.replace('_', ' ').capitalize()), url=f'{SITE}{slug}.html')
 
 # %% ../nbs/08_explain.ipynb #c4b6bfc6
-def _numbers(d:dict, spec, model, legacy:bool)->dict:
-    "Every derived number for one deployment, fixed or legacy."
+def _numbers(d:dict, spec, model, legacy:bool, b:int|None=None)->dict:
+    "Every derived number for one deployment, fixed or legacy (`b`: the backoff P applies, default the form's own)."
     n, B, mamba, role = d['prompt_len'], d['block_size'], model.has_mamba, d['role']
     p_side, d_side = role in ('pd', 'prefill'), role in ('pd', 'decode')
     L = lookahead.num_prefill_lookahead_tokens(spec)
@@ -133,7 +133,7 @@ def _numbers(d:dict, spec, model, legacy:bool)->dict:
                                        else lookahead.runner_prefill_lookahead(L))
     out['extra_retained_tokens'] = None if model.sliding_window is None else (
         lookahead.legacy_extra_retained_tokens(spec) if legacy else lookahead.extra_retained_tokens(L))
-    b = backoff.legacy_prefill_backoff(mamba, L) if legacy else backoff.prefill_backoff(mamba, L)
+    if b is None: b = backoff.legacy_prefill_backoff(mamba, L) if legacy else backoff.prefill_backoff(mamba, L)
     out['prefill_backoff'] = b if role != 'standalone' else None
     out['truncate_request_for_prefill'] = backoff.handoff_split(n, b)[0] if p_side else None
     remote = backoff.remote_prefill_token_count(n, b)
@@ -370,13 +370,13 @@ def parse_vllm_args(text:str, # a `vllm serve ...` command line (or just its arg
                 if field not in ('speculative_config', 'kv_transfer_config'): raise ValueError(f'{where}: {name}: {base} has no fields')
                 d = out.setdefault(field + '.fields', {})
                 try: d[sub] = json.loads(value)
-                except ValueError: d[sub] = value
+                except (ValueError, RecursionError): d[sub] = value
             elif field: out[field] = value
         i += 1
     for field in ('speculative_config', 'kv_transfer_config'):
         extra = out.pop(field + '.fields', None)
         if extra:
-            base = _json_object(out[field], f'--{field.replace("_", "-")}') if field in out else {}
+            base = _json_object(out[field], f'{where} --{field.replace("_", "-")}') if field in out else {}
             out[field] = {**base, **extra}
     return out
 
@@ -502,7 +502,7 @@ def model_layers(c:dict, # a `config.json`, parsed
         kernel = _cfg_int(dict(sconv_kernel_size=kernel), 'sconv_kernel_size', where, lo=1, hi=1024)
         layers = [LayerSpec('sliding_window', window) if i in local else LayerSpec('full_attention') for i in range(n)]
         layers += [LayerSpec('sliding_window', kernel)] * n   # the short-convolution states: one per layer
-        mtp_cfg = c.get('mtp_config') or {}
+        mtp_cfg = c.get('mtp_config', {}) if c.get('mtp_config') is not None else {}
         if not isinstance(mtp_cfg, dict): raise ValueError(f'{where}: mtp_config={_show(mtp_cfg)} is invalid: must be a JSON object')
         mtp = _cfg_int(mtp_cfg, 'num_nextn_predict_layers', where + ' mtp_config', 0)
     else:
@@ -517,9 +517,9 @@ def read_model_config(path:str # a model's `config.json`, or the model's folder 
                      )->dict:
     "`model_layers` of the `config.json` at `path` (a file, or a folder with one); the error names `--model-config`."
     where = f'--model-config {_show(str(path))}'
-    p = Path(path)
-    if p.is_dir() and (p / 'config.json').is_file(): p = p / 'config.json'
-    if not p.is_file(): raise ValueError(f'{where}: not a config.json file that can be read')
+    p = str(path)
+    if os.path.isdir(p) and os.path.isfile(os.path.join(p, 'config.json')): p = os.path.join(p, 'config.json')
+    if not os.path.isfile(p): raise ValueError(f'{where}: not a config.json file that can be read')  # missing, a folder, a pipe
     try:
         with open(p, 'rb') as f: raw = f.read(_MAX_TEXT_BYTES + 1)
     except OSError as e: raise ValueError(f'{where}: cannot read it ({e.strerror or type(e).__name__})') from None
@@ -658,27 +658,35 @@ def _variant_value(key:str, form:str, d:dict, spec, model, fixed:dict):
         return v[key] if fixed[key] is not None else None
     return fixed[key] if form == 'fixed' else None
 
+def _on_release_handoff(r:dict, forms:dict, d:dict, spec, model)->tuple:
+    "`(fixed, legacy)` numbers on the hand-off the release makes: fix 2's as they are, the others at the backoff its connector applies."
+    b = r['legacy']['prefill_backoff'] if (forms.get('prefill_backoff') or {}).get('form') == 'legacy' else None
+    if b is None or b == r['fixed']['prefill_backoff']: return r['fixed'], r['legacy']
+    fx, lg = _numbers(d, spec, model, False, b), _numbers(d, spec, model, True, b)
+    own = lambda key: key not in fx or HAZARDS[key.split('.')[0]][1] == 'nbs/02_prefill_backoff.ipynb'
+    return ({k: v if own(k) else fx[k] for k, v in r['fixed'].items()}, {k: v if own(k) else lg[k] for k, v in r['legacy'].items()})
+
 def _key_states(r:dict, forms:dict, d:dict, spec, model)->dict:
-    "Per number: `(page notebook, state, value)`, state one of affected, ok, harmless, unknown, n/a."
-    out = {}
-    for key, f in r['fixed'].items():
-        base, l = key.split('.')[0], r['legacy'][key]
+    "Per number: `(page notebook, state, value, fixed form's value)`, state one of affected, ok, harmless, unknown, n/a."
+    out, (fixed, legacy) = {}, _on_release_handoff(r, forms, d, spec, model)
+    for key, f in fixed.items():
+        base, l = key.split('.')[0], legacy[key]
         g = forms.get(key) or forms.get(base) or dict(form='unknown')
-        if f is None and l is None or g['form'] is None: out[key] = (HAZARDS[base][1], 'n/a', None); continue
+        if f is None and l is None or g['form'] is None: out[key] = (HAZARDS[base][1], 'n/a', None, f); continue
         form = g['form']
-        v = f if form == 'fixed' else l if form == 'legacy' else _variant_value(key, form, d, spec, model, r['fixed'])
+        v = f if form == 'fixed' else l if form == 'legacy' else _variant_value(key, form, d, spec, model, fixed)
         if v is None and form not in ('fixed', 'legacy'): state = 'ok' if f == l else 'unknown'
         elif v == f: state = 'ok'
         else:
             harmless = (base == 'is_spec_decode_row' and not model.has_mamba) or (base == 'schedule_num_new_tokens' and v is not None and v > 0)
             state = 'harmless' if harmless else 'affected'
-        out[key] = (HAZARDS[base][1], state, v)
+        out[key] = (HAZARDS[base][1], state, v, f)
     return out
 
 def _page_states(states:dict)->dict:
     "Per page notebook: affected, unknown, ok or n/a (the worst of its numbers)."
     out = {}
-    for nb, state, _ in states.values():
+    for nb, state, *_ in states.values():
         rank = dict(affected=0, unknown=1, ok=2, harmless=2).get(state, 3)
         out[nb] = min(out.get(nb, 'n/a'), {0: 'affected', 1: 'unknown', 2: 'ok', 3: 'n/a'}[rank], key=lambda s: ['affected', 'unknown', 'ok', 'n/a'].index(s))
     return out
@@ -719,7 +727,7 @@ def _model_from(vllm:dict, model_config:dict|None)->dict|None:
     "The model's layers: from `--model-config`, else from the served model's folder when it holds a config.json."
     if model_config is not None: return model_config
     path = vllm.get('model')
-    if path and Path(path).is_dir() and (Path(path) / 'config.json').is_file(): return read_model_config(path)
+    if path and os.path.isdir(path) and os.path.isfile(os.path.join(path, 'config.json')): return read_model_config(path)
     return None
 
 def explain_deployment(vllm:dict|None=None, # `parse_vllm_args(...)`: the `vllm serve` line's fields
@@ -748,6 +756,8 @@ def explain_deployment(vllm:dict|None=None, # `parse_vllm_args(...)`: the `vllm 
     if 'block_size' in vllm and kw.get('block_size') is None:
         kw['block_size'], source['block_size'] = human_int(vllm['block_size'], where('--block-size')), where('--block-size')
     max_len = human_int(vllm['max_model_len'], where('--max-model-len')) if 'max_model_len' in vllm else None
+    if max_len is not None and max_len < 1 and max_len != -1:   # -1: vLLM derives it from the model
+        raise ValueError(f"{where('--max-model-len')}: max_model_len={max_len} is invalid: must be at least 1, or -1 (auto)")
     if max_len is not None and max_len > 0:
         if kw.get('prompt_len') is None: kw['prompt_len'] = min(DEFAULTS['prompt_len'], max_len)
         elif kw['prompt_len'] > max_len: _fail('prompt_len', kw['prompt_len'], f'at most --max-model-len {max_len:,}', source)
@@ -768,10 +778,10 @@ def explain_deployment(vllm:dict|None=None, # `parse_vllm_args(...)`: the `vllm 
     states = _key_states(r, forms, d, spec, model)
     answers = []
     for nb, status in _page_states(states).items():
-        keys = [k for k, (n, s, _) in states.items() if n == nb and s != 'n/a']
+        keys = [k for k, (n, s, *_) in states.items() if n == nb and s != 'n/a']
         hurt = [k for k in keys if states[k][1] == 'affected']
         a = dict(page=page(nb)['title'], url=page(nb)['url'], status=status,
-                 numbers={k: dict(fixed=r['fixed'][k], release=states[k][2], state=states[k][1],
+                 numbers={k: dict(fixed=states[k][3], release=states[k][2], state=states[k][1],
                                   form=(forms.get(k) or forms.get(k.split('.')[0]) or {}).get('form')) for k in keys},
                  sees=[HAZARDS[k.split('.')[0]][2] for k in hurt], do=None)
         if status == 'affected': a['do'] = _remedy(nb, r, d, spec, model, release, connectors, plugin)
@@ -806,8 +816,10 @@ def format_deployment(r:dict # `explain_deployment(...)`'s result
         if a['status'] in ('ok', 'n/a'): rest.setdefault(a['status'], []).append(a['page']); continue
         lines += _wrap(a['page'], f"{_STATUS[a['status']]:<12}")
         if a['status'] == 'unknown':
-            lines += _wrap(f"the saved audit of vLLM {v['release']} does not decide it for this connector, and the fixed and "
-                           'legacy forms differ here: ' + ', '.join(a['numbers']), ' ' * 12)
+            why = ('finds its code in neither form' if any(n['form'] == 'differs' for n in a['numbers'].values())
+                   else 'does not decide it')
+            lines += _wrap(f"the saved audit of vLLM {v['release']} {why} for this connector, and the fixed and legacy forms "
+                           'differ here: ' + ', '.join(k for k, n in a['numbers'].items() if n['state'] == 'unknown'), ' ' * 12)
             continue
         lines += _wrap(a['sees'][0] + (f" ({len(a['sees'])} numbers differ from the fixed form)" if len(a['sees']) > 1 else ''), ' ' * 12 + 'you see: ', 12)
         lines += _wrap(a['do']['text'], ' ' * 12 + 'do: ', 12)
