@@ -93,3 +93,33 @@ def test_legacy_drift_is_exactly_multi_module_mtp():
                     d = disagreeing_consumers(s, mamba)
                     assert bool(d) == s.use_multi_module_mtp() and 'runner' not in d
                     if d: assert {'scheduler', 'kv_cache_planner', 'kv_cache_coordinator'} <= set(d)
+
+@given(specs, st.booleans())
+def test_v0290_is_vllm_0_29_0(spec, has_mamba):
+    "0.29.0 (no #55055): scheduler `k if use_multi_module_mtp() else 1` for the eagle family, planner `k - 1` for multi-module MTP, coordinator one less than the scheduler, 0.27.1's connector and runner."
+    n = {c: v['0.29.0'] for c, v in release_lookaheads(spec, has_mamba).items()}
+    eagle, mmm = spec is not None and spec.use_eagle(), spec is not None and spec.use_multi_module_mtp()
+    sched = (spec.num_speculative_tokens if mmm else 1) if eagle else 0
+    assert n == dict(scheduler=sched, kv_cache_planner=spec.num_speculative_tokens - 1 if mmm else 0,
+                     kv_cache_coordinator=max(0, sched - 1), connector=int(has_mamba), runner=spec.num_speculative_tokens if mmm else 1)
+
+@given(specs, st.booleans())
+def test_55055_fix1_part_is_neutral_against_0_29_0(spec, has_mamba):
+    "Between 0.29.0 and 0.33.0 only the connector (fix 2's backoff) changes; the fix-1 consumers changed between 0.27.1 and 0.29.0."
+    ch = changed_in(spec, has_mamba)
+    assert all('0.33.0' not in ch[c] for c in ('scheduler', 'kv_cache_planner', 'kv_cache_coordinator', 'runner'))
+    assert ch['runner'] == () and all(rel == '0.29.0' for c in ('scheduler', 'kv_cache_planner', 'kv_cache_coordinator') for rel in ch[c])
+
+def test_the_connector_changes_in_0_33_0_only_for_multi_module_mtp():
+    "A counterexample exists, and only multi-module MTP has one."
+    spec, mamba = find(st.tuples(specs, st.booleans()), lambda t: changed_in(*t)['connector'] == ('0.33.0',))
+    assert spec.use_multi_module_mtp()
+
+@pytest.mark.parametrize('call,name,exc', [
+    (lambda: scheduler_prefill_lookahead_0290('mtp'), 'spec', TypeError),
+    (lambda: extra_retained_tokens_0290(3), 'spec', TypeError),
+    (lambda: num_reprefillable_tokens_0290(3), 'spec', TypeError),
+    (lambda: runner_prefill_lookahead_0290(3), 'spec', TypeError),
+    (lambda: connector_backoff_0290(1), 'has_mamba', TypeError)])
+def test_v0290_bad_arguments_are_named(call, name, exc):
+    with pytest.raises(exc, match=name): call()

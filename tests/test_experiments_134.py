@@ -8,7 +8,7 @@ MODULES = {1: 'vllm_pd_spec.experiments.lookahead', 3: 'vllm_pd_spec.experiments
            4: 'vllm_pd_spec.experiments.slots'}
 # the fields every JSON object carries
 FIELDS = {'fix', 'name', 'metric', 'legacy', 'fixed', 'standalone', 'seed_figure', 'invariant_holds',
-          'legacy_consequence_seen', 'device', 'seconds'}
+          'legacy_consequence_seen', 'device', 'seconds', 'legacy_label', 'fixed_label'}
 
 @pytest.fixture(scope='module')
 def results():
@@ -37,6 +37,26 @@ def test_fix1_no_acceptance_lost_and_outputs_kept(results):
     assert all(r['legacy_short_chunks'] == r['requests'] and r['fixed_short_chunks'] == 0 for r in rows if r['consumer'] == 'scheduler')
     assert all(r['fixed'] == 0 < r['legacy'] for r in rows if r['consumer'] == 'kv_cache_planner')
     assert next(r for r in rows if r['consumer'] == 'runner')['agree'].startswith('897 of 897')
+
+def test_fix1_v0290_is_the_fixed_run(results):
+    "0.29.0 (no #55055) gives every consumer the experiment exercises 0.33.0's number: its figure is the fixed run's."
+    r = results[1]
+    assert all(x['v0290'] == x['fixed'] for x in r.rows)
+    assert all(s['arms']['0.29.0 (no #55055)'] == s['arms']['0.33.0'] == s['fixed'] for s in r.per_setting)
+    assert r.legacy_label.startswith('0.27.1') and r.fixed_label.startswith('0.33.0')
+
+def test_fix1_v0290_figure_is_none_where_the_numbers_differ():
+    "The 0.29.0 figure is not borrowed from the fixed run for a consumer whose 0.29.0 number differs (none measured here)."
+    from vllm_pd_spec.config import SpeculativeConfig
+    from vllm_pd_spec.experiments.lookahead import v0290_figure
+    row = dict(consumer='scheduler', fixed=2.5)
+    assert v0290_figure(row, SpeculativeConfig('mtp', 3, num_mtp_modules=3)) == 2.5
+    import vllm_pd_spec.contracts.lookahead as L
+    real = L.scheduler_prefill_lookahead_0290
+    try:
+        L.scheduler_prefill_lookahead_0290 = lambda spec: 1  # as if 0.29.0 had 0.27.1's scheduler
+        assert v0290_figure(row, SpeculativeConfig('mtp', 3, num_mtp_modules=3)) is None
+    finally: L.scheduler_prefill_lookahead_0290 = real
 
 def test_fix3_deaths_lose_every_request_held(results):
     rows = results[3].rows
@@ -71,6 +91,15 @@ def test_fix4_stray_writes_reach_other_requests_only_in_legacy(results):
     assert all(r['drafts_changed'] == r['drafts_changed_victims'] and not r['drafts_changed_not_victims'] for r in rows)
     assert results[4].per_setting and all({'setting', 'legacy', 'fixed', 'standalone'} <= set(x) for x in results[4].per_setting)
 
+def test_fix4_three_seeds_with_paired_intervals(results):
+    "Three seeds, each its own stream; the headline is the mean over seeds, with intervals per arm and for the difference."
+    from vllm_pd_spec.experiments.slots import victims_summary
+    r = results[4]
+    assert sorted(x['seed'] for x in r.rows) == [0, 1, 2]
+    s, = victims_summary(r.rows)
+    assert s['seeds'] == 3 and r.legacy == s['legacy_victims'] == round(sum(s['per_seed_legacy']) / 3, 3) and r.fixed == 0
+    assert s['diff'] == s['legacy_victims'] and s['diff_ci'] > 0 and r.arms['legacy - fixed']['k=3'] == dict(victims=s['diff'], ci=s['diff_ci'])
+
 SCRIPT = shutil.which('vllm-pd-spec', path=str(Path(sys.executable).parent)) or shutil.which('vllm-pd-spec')
 
 def test_reproduce_cli(tmp_path):
@@ -81,3 +110,6 @@ def test_reproduce_cli(tmp_path):
     d = json.loads(out.read_text())
     assert isinstance(d, list) and [x['fix'] for x in d] == [1, 3, 4]
     assert all(FIELDS <= set(x) and x['invariant_holds'] and x['legacy_consequence_seen'] == (x['fix'] != 1) for x in d)
+    labels = {x['fix']: (x['legacy_label'], x['fixed_label']) for x in d}
+    assert labels[1][0].startswith('0.27.1') and labels[3] == ('0.27.1', '0.33.0') and labels[4][0].startswith('0.22.0')
+    assert all(f.startswith('0.33.0') for _, f in labels.values())

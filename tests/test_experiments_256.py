@@ -55,18 +55,27 @@ def test_fix2_arms(results):
     assert s['setting'] == 'text-attn, MTP k=3' and s['arms'] == {a: x['mean_acceptance_length'] for a, x in r.arms.items()}
 
 def test_fix5_rules_per_setting(results):
-    "0.33.0 keeps every P/D continuation equal to standalone; 0.27.1 and 0.24.0 do not; every row against 0.33.0 V2."
+    "0.33.0 keeps every P/D continuation equal to standalone; 0.27.1 and the 0.24.0 rule with padding do not; every row against 0.33.0 V2."
     r = results[5]
-    assert all(x['exact_match_rate'] == 1.0 and x['wrong_path_rows'] == 0 for x in r.rows if x['rule'].startswith('0.33.0'))
-    assert any(x['differing'] > 0 for x in r.rows if x['rule'] == '0.27.1') and r.legacy < r.fixed == 1.0
-    assert {x['setting'] for x in r.per_setting} == {f"text-hybrid, MTP k={x['k']}, {x['setting']}, rule {x['rule']}"
-                                                     for x in r.rows if x['rule'] != '0.33.0 V2'}
+    assert all(x['exact_match_rate'] == 1.0 and x['wrong_path_rows'] == 0 for x in r.rows if x['arm'].startswith('0.33.0'))
+    assert any(x['differing'] > 0 for x in r.rows if x['arm'] == '0.27.1') and r.legacy < r.fixed == 1.0
+    assert {x['setting'] for x in r.per_setting} == {f"text-hybrid, MTP k={x['k']}, {x['setting']}: {x['label']}"
+                                                     for x in r.rows if x['arm'] != '0.33.0 V2'}
+    assert r.legacy_label == '0.27.1 (has #47466; lacks the zero-draft row fix)' and r.fixed_label.startswith('0.33.0')
+
+def test_fix5_needs_the_padding(results):
+    "The 0.24.0 rule fails with #45237's padding (main between #45237 and #47466); 0.24.0 as released, without it, does not."
+    by = {(x['setting'], x['arm']): x for x in results[5].rows}
+    assert by['ends by max_tokens', 'main #45237..#47466']['differing'] > 0 and by['ends by max_tokens', '0.24.0']['differing'] == 0
+    assert not by['ends by max_tokens', '0.24.0']['padding'] and by['ends by max_tokens', 'main #45237..#47466']['padding']
 
 def test_fix6_runs_through_the_interpreted_kernel(results):
     r = results[6]
     assert r.setup['backend'] == 'interpreter' and all(x['backend'] == 'interpreter' for x in r.rows)
     assert all(x['exact_match_rate'] == 1.0 for x in r.rows if x['arm'] == 'fixed')
     assert any(x['differing'] > 0 for x in r.rows if x['arm'] == 'legacy') and r.legacy < r.fixed == 1.0
+    assert all(x['exact_match_rate'] == 1.0 for x in r.rows if x['arm'] == '0.24.0')  # no padding: the prefill exit, no loss
+    assert r.legacy_label.startswith('main between #45237') and r.fixed_label == '0.33.0'
 
 def test_first_decode_step_mechanism():
     "k=1: the one-token tail padded with a placeholder, run as a spec-decode row by every rule since #47466, not by 0.24.0."
@@ -110,6 +119,7 @@ def test_reproduce_cli(tmp_path):
     assert isinstance(d, list) and [x['fix'] for x in d] == [2, 5, 6]
     assert all(FIELDS <= set(x) and x['invariant_holds'] for x in d)
     assert all(x['legacy_consequence_seen'] for x in d if x['fix'] != 2)
+    assert all(x['legacy_label'] and x['fixed_label'] for x in d)  # fix 2's from its result, else reproduce's default
     fix2 = d[0]
     assert {'arms', 'model', 'k', 'per_setting'} <= set(fix2) and set(fix2['arms']['backoff']) >= {
         'mean_acceptance_length', 'per_position_acceptance', 'tainted_entries', 'lossless'}

@@ -35,6 +35,8 @@ class ExperimentResult:
     arms:dict|None=None # per arm (fix 2): mean_acceptance_length, per_position_acceptance, tainted_entries, lossless
     model:str|None=None # the model the headline figures come from, where it matters
     k:int|None=None # the speculative tokens per step of the headline figures, where it matters
+    legacy_label:str|None=None # the code `legacy` ran: a release ('0.27.1 (...)') or 'main between #X and #Y (...)'
+    fixed_label:str|None=None # the code `fixed` ran: a release, normally '0.33.0'
 
     def to_json(self)->dict:
         "The JSON object `reproduce --json` writes."
