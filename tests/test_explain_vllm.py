@@ -44,7 +44,9 @@ F1, F2, G, C = 'Fix 1: one lookahead for every consumer', 'Fix 2: the prefill ba
     ('MoRIIOConnector', '0.33.0', {F2: ('affected', 'plugin')}),
     ('NixlConnector', '0.33.0', {}),                                         # NIXL has #55055
     ('NixlConnector', '0.27.1', {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade')}),
-    ('MooncakeConnector', '0.27.1', {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade+plugin')})])
+    ('MooncakeConnector', '0.27.1', {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade+plugin')}),
+    ('NixlConnector', '0.29.0', {F2: ('affected', 'upgrade')}),              # 0.29.0 derives fix 1's numbers itself, no backoff yet
+    ('MooncakeConnector', '0.29.0', {F2: ('affected', 'upgrade+plugin')})])
 def test_deepseek_v3_multi_module_mtp(tmp_path, connector, release, expected):
     r = answer(tmp_path, 'deepseek_v3', 'mtp', 3, connector, release)
     assert verdicts(r) == expected
@@ -52,6 +54,9 @@ def test_deepseek_v3_multi_module_mtp(tmp_path, connector, release, expected):
     t = r['draft_taint']   # 0.33.0's backoff moves the taint: more entries than the legacy backoff, a hand-off clears it
     assert t['fixed_backoff']['entries'] == 10 and t['handoff']['entries'] == t['d_recompute']['entries'] == 0
     assert t['as_deployed']['entries'] == (10 if (connector, release) == ('NixlConnector', '0.33.0') else 4)
+    do = {a['page']: a['do'] for a in r['answers'] if a['do']}
+    if F1 in do: assert do[F1]['release'] == '0.29.0'                        # the first release whose consumers agree
+    if F2 in do: assert do[F2].get('release', release) == '0.33.0'
 
 def test_plugin_flag_brings_mooncake_up(tmp_path):
     r = answer(tmp_path, 'deepseek_v3', 'mtp', 3, 'MooncakeConnector', '0.33.0', '--plugin')

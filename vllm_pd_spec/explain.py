@@ -590,11 +590,11 @@ def check_release(release:str, # a vLLM version
     "`release` when `explain` answers for it; else a ValueError naming the supported releases."
     ok = supported_releases()
     if release not in ok:
-        raise ValueError(f"{where}: vLLM {_show(release)} is not a release explain reads: one of {', '.join(ok)} "
-                         '(0.29.0 is not audited yet)')
+        raise ValueError(f"{where}: vLLM {_show(release)} is not a release explain reads: one of {', '.join(ok)}")
     return release
 
 # %% ../nbs/08_explain.ipynb #7b320faa
+_CONSUMER = dict(num_prefill_lookahead_tokens='scheduler', extra_retained_tokens='kv_cache_planner', runner_prefill_lookahead='runner')
 _TRUNCATES = {'on_new_request': 'fixed', 'get_num_new_matched_tokens': 'legacy', 'none': 'fixed'}  # none: nothing to reorder
 _RANK = {'legacy': 0, 'differs': 1, 'unknown': 2, 'fixed': 9}  # the worst form wins; a named variant ranks between
 
@@ -635,6 +635,7 @@ def release_forms(release:str, # one of `supported_releases()`
             forms = [_TRUNCATES.get((re.search(r'truncates in: (\w+)', r.get('note') or '') or [None, None])[1], 'unknown') for r in rows]
         else: forms = [_row_form(r, absent) for r in rows]
         form = min(forms, key=lambda f: _RANK.get(f, 5)) if forms else 'unknown'
+        if form == 'differs' and key in _CONSUMER and release in lookahead.RELEASES: form = f'release {release}'
         out[key] = dict(form=form, rows=[r['contract'] for r in rows])
     return out
 
@@ -642,6 +643,8 @@ def release_forms(release:str, # one of `supported_releases()`
 def _variant_value(key:str, form:str, d:dict, spec, model, fixed:dict):
     "A number under a release's named variant: 0.27.1's DFlash lookahead, 0.33.0's coordinator drop set."
     base, B = key.split('.')[0], d['block_size']
+    if form.startswith('release ') and key in _CONSUMER:   # fix 1's consumers as that release derives them
+        return lookahead.release_lookaheads(spec, model.has_mamba)[_CONSUMER[key]][form.split()[1]] if fixed[key] is not None else None
     if form == 'coordinator_drop_group_ids_0330' and base == 'drop_group_ids':
         method = spec.method if spec else None
         ids = draft_groups.consumer_drop_group_ids(_groups(model, method), method, key.split('.')[1], '0.33.0')
