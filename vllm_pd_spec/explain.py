@@ -427,7 +427,7 @@ def release_forms(release:str, # one of `supported_releases()`
         out[key] = dict(form=form, rows=[r['contract'] for r in rows])
     return out
 
-# %% ../nbs/08_explain.ipynb #ef9c84cf
+# %% ../nbs/08_explain.ipynb #37ae00f3
 def _variant_value(key:str, form:str, d:dict, spec, model, fixed:dict):
     "A number under a release's named variant: 0.27.1's DFlash lookahead, 0.33.0's coordinator drop set."
     base, B = key.split('.')[0], d['block_size']
@@ -482,7 +482,7 @@ def _page_states(states:dict)->dict:
         out[nb] = min(out.get(nb, 'n/a'), {0: 'affected', 1: 'unknown', 2: 'ok', 3: 'n/a'}[rank], key=lambda s: ['affected', 'unknown', 'ok', 'n/a'].index(s))
     return out
 
-# %% ../nbs/08_explain.ipynb #574d2d36
+# %% ../nbs/08_explain.ipynb #f17cef73
 def _remedy(nb:str, r:dict, d:dict, spec, model, release:str, connectors:list, plugin:bool)->dict:
     "What brings page `nb` to the fixed form here: the plugin, a newer release, or nothing released."
     from vllm_pd_spec.plugin import ENV
@@ -584,7 +584,7 @@ def explain_deployment(vllm:dict|None=None, # `parse_vllm_args(...)`: the `vllm 
                 layers=describe_layers(m), num_mtp_layers=m['num_mtp_layers']))
     return dict(r, vllm=info, answers=answers, draft_taint=_release_taint(r, states, d, spec, model))
 
-# %% ../nbs/08_explain.ipynb #37ae00f3
+# %% ../nbs/08_explain.ipynb #41a6b7e5
 _STATUS = dict(affected='AFFECTED', unknown='not audited', ok='ok', **{'n/a': 'n/a'})
 
 def format_deployment(r:dict # `explain_deployment(...)`'s result
@@ -598,8 +598,9 @@ def format_deployment(r:dict # `explain_deployment(...)`'s result
     conn = 'connector not given' if v['connectors'] is None else '+'.join(v['connectors']) or 'no kv connector'
     lines = _wrap(f"vLLM {v['release']} ({'given' if v['release_from'] == '--vllm-version' else 'installed'})"
                   f"{' with the plugin' if v['plugin'] else ''}, {conn}: this instance {role}; {spec}", indent=2)
+    given = 'attention' + (' + GDN' if d['mamba'] else '') + (f" + sliding window {d['sliding_window']}" if d['sliding_window'] else '')
     model = (f"model {v['model'] + ' ' if v['model'] else ''}({mc['architecture']}): {mc['layers']}" if mc else
-             'model: no config.json given, taken as full attention only (--model-config PATH reads its layers)')
+             f'model: no config.json read (--model-config PATH), layers taken as {given}')
     lines += _wrap(f"{model}; block size {d['block_size']}; prompt {d['prompt_len']:,} tokens, prefix hit {d['prefix_hit']:,}", indent=2)
     lines.append('')
     rest = {}
@@ -636,7 +637,7 @@ def format_deployment(r:dict # `explain_deployment(...)`'s result
             lines += _wrap(f'remedies: {rem}.', '  ', 4)
     return lines
 
-# %% ../nbs/08_explain.ipynb #41a6b7e5
+# %% ../nbs/08_explain.ipynb #6778b1da
 def add_explain_args(p:argparse.ArgumentParser):
     "The `explain` subcommand's flags."
     p.add_argument('--method', help=f'speculative method: none, {", ".join(METHODS)} (default none)')
