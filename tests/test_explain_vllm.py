@@ -163,3 +163,11 @@ def test_unsupported_release(capsys):
     assert main(['explain', '--vllm-version', '0.30.0']) == 2
     err = capsys.readouterr().err
     assert err.count('\n') == 1 and all(v in err for v in E.supported_releases())
+
+def test_fix3_prefix_hit_on_p(tmp_path):
+    "A P instance whose prefix hit covers the truncated prompt: 0.27.1's NIXL truncates after the lookup (the engine dies), 0.29.0 before."
+    r = answer(tmp_path, 'qwen3_next', 'eagle', 2, 'NixlConnector', '0.27.1', '--prompt-len', '33', '--prefix-hit', '33')
+    f3 = {a['page']: a for a in r['answers']}['Fix 3: truncate before the prefix lookup']
+    assert f3['status'] == 'affected' and f3['do']['release'] == '0.29.0' and 'assert num_new_tokens > 0' in f3['sees'][0]
+    r = answer(tmp_path, 'qwen3_next', 'eagle', 2, 'NixlConnector', '0.29.0', '--prompt-len', '33', '--prefix-hit', '33')
+    assert {a['page']: a['status'] for a in r['answers']}['Fix 3: truncate before the prefix lookup'] == 'ok'
