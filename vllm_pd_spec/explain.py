@@ -109,6 +109,7 @@ PAGES = {  # notebook: the page's title on the site (a test checks each against 
     'nbs/09c_draft_accounting.ipynb': 'Draft tokens are never computed tokens',
     'nbs/09d_connector_lookup.ipynb': 'The connector path equals the plain path',
     'nbs/07e_plugin.ipynb': 'A vLLM plugin for the connectors',
+    'nbs/09k_waiting_queue.ipynb': 'A load that holds blocks is never stranded',
 }
 
 def page(notebook:str # a notebook path, as `HAZARDS` names it
@@ -352,6 +353,8 @@ GOVERNING = {  # number: (audit rows that decide the release's form, what a 'not
     'last_block_drop': ((_C10 + 'last-block drop by method',), 'legacy'),
     'next_turn_hit': ((_C10 + "Mamba checkpoint",), 'legacy'),
     'connector_path': ({'*': (_C10 + 'who takes the per-group path',)}, 'legacy'),
+    'waiting_queue.holders_first': (('11. waiting queue: a landed load behind a request holding nothing',), 'legacy'),
+    'waiting_queue.load_margin_blocks': (('11. waiting queue: async-load admission margin',), 'legacy'),
 }
 
 def supported_releases()->tuple:
