@@ -33,8 +33,9 @@ def answer(tmp_path, arch:str, method:str, k:int, connector:str, release:str, *e
     return json.loads(out.getvalue())
 
 def verdicts(r:dict)->dict:
-    "page title -> (status, what to do) for the pages that are not plainly ok."
-    return {a['page']: (a['status'], (a['do'] or {}).get('kind')) for a in r['answers'] if a['status'] not in ('ok', 'n/a')}
+    "page title -> (status, what to do) for the pages that are not plainly ok (nor unread: no saved audit row for them)."
+    unread = lambda a: a['status'] == 'unknown' and not any(n['audit_rows'] for n in a['numbers'].values())
+    return {a['page']: (a['status'], (a['do'] or {}).get('kind')) for a in r['answers'] if a['status'] not in ('ok', 'n/a') and not unread(a)}
 
 F1, F2, G, C = 'Fix 1: one lookahead for every consumer', 'Fix 2: the prefill backoff', 'Drafter groups and the transfer set', \
                'The connector path equals the plain path'

@@ -576,7 +576,8 @@ def explain_deployment(vllm:dict|None=None, # `parse_vllm_args(...)`: the `vllm 
         hurt = [k for k in keys if states[k][1] == 'affected']
         a = dict(page=page(nb)['title'], url=page(nb)['url'], status=status,
                  numbers={k: dict(fixed=states[k][3], release=states[k][2], state=states[k][1],
-                                  form=(forms.get(k) or forms.get(k.split('.')[0]) or {}).get('form')) for k in keys},
+                                  form=(forms.get(k) or forms.get(k.split('.')[0]) or {}).get('form'),
+                                  audit_rows=len((forms.get(k) or forms.get(k.split('.')[0]) or {}).get('rows', []))) for k in keys},
                  sees=[HAZARDS[k.split('.')[0]][2] for k in hurt], do=None)
         if status == 'affected': a['do'] = _remedy(nb, r, d, spec, model, release, connectors, plugin)
         answers.append(a)
@@ -611,8 +612,8 @@ def format_deployment(r:dict # `explain_deployment(...)`'s result
         if a['status'] in ('ok', 'n/a'): rest.setdefault(a['status'], []).append(a['page']); continue
         lines += _wrap(a['page'], f"{_STATUS[a['status']]:<12}")
         if a['status'] == 'unknown':
-            why = ('finds its code in neither form' if any(n['form'] == 'differs' for n in a['numbers'].values())
-                   else 'does not decide it')
+            why = ('finds its code in neither form' if any(n['form'] == 'differs' for n in a['numbers'].values()) else
+                   'has no row for it' if not any(n['audit_rows'] for n in a['numbers'].values()) else 'does not decide it')
             lines += _wrap(f"the saved audit of vLLM {v['release']} {why} for this connector, and the fixed and legacy forms "
                            'differ here: ' + ', '.join(k for k, n in a['numbers'].items() if n['state'] == 'unknown'), ' ' * 12)
             continue
