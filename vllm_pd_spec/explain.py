@@ -612,9 +612,10 @@ def format_deployment(r:dict # `explain_deployment(...)`'s result
         if a['status'] in ('ok', 'n/a'): rest.setdefault(a['status'], []).append(a['page']); continue
         lines += _wrap(a['page'], f"{_STATUS[a['status']]:<12}")
         if a['status'] == 'unknown':
-            why = ('finds its code in neither form' if any(n['form'] == 'differs' for n in a['numbers'].values()) else
-                   'has no row for it' if not any(n['audit_rows'] for n in a['numbers'].values()) else 'does not decide it')
-            lines += _wrap(f"the saved audit of vLLM {v['release']} {why} for this connector, and the fixed and legacy forms "
+            why = ('finds its code in neither form for this connector' if any(n['form'] == 'differs' for n in a['numbers'].values()) else
+                   'has no row for it' if not any(n['audit_rows'] for n in a['numbers'].values()) else
+                   'does not decide it for this connector')
+            lines += _wrap(f"the saved audit of vLLM {v['release']} {why}, and the fixed and legacy forms "
                            'differ here: ' + ', '.join(k for k, n in a['numbers'].items() if n['state'] == 'unknown'), ' ' * 12)
             continue
         lines += _wrap(a['sees'][0] + (f" ({len(a['sees'])} numbers differ from the fixed form)" if len(a['sees']) > 1 else ''), ' ' * 12 + 'you see: ', 12)
