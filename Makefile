@@ -155,6 +155,17 @@ test-vllm: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION) $(VLLM_VENV)/.installed-
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit --with-plugin 2>/dev/null
 
 # The same against a vLLM released before the ordering and backoff fixes (the plugin refuses it: exit status 3).
+# vLLM 0.29.0's saved audit (a release `explain` answers for): the 0.29.0 wheel's Python sources, unpacked, over
+# the 0.33.0 venv's dependencies (no compiled ops are needed by the probes).
+VLLM_MID_VERSION ?= 0.29.0
+VLLM_MID_SRC ?= $(VLLM_WHEELS)/src-$(VLLM_MID_VERSION)
+.PHONY: audit-mid
+audit-mid: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION) $(VLLM_VENV)/.installed-pkg
+	test -d $(VLLM_MID_SRC)/vllm || ($(VLLM_VENV)/bin/pip download --no-deps vllm==$(VLLM_MID_VERSION) -d $(VLLM_MID_SRC) && \
+	  cd $(VLLM_MID_SRC) && unzip -q vllm-$(VLLM_MID_VERSION)-*.whl 'vllm/*' -x '*.so')
+	HF_HUB_OFFLINE=1 PYTHONPATH=$(VLLM_MID_SRC):$(CURDIR) $(VLLM_VENV)/bin/vllm-pd-spec audit \
+	  --json vllm_pd_spec/data/audit_vllm_$(VLLM_MID_VERSION).json
+
 audit-old: $(VLLM_OLD_VENV)/.installed-vllm-$(VLLM_OLD_VERSION) $(VLLM_OLD_VENV)/.installed-pkg
 	HF_HUB_OFFLINE=1 $(VLLM_OLD_VENV)/bin/vllm-pd-spec audit --json vllm_pd_spec/data/audit_vllm_$(VLLM_OLD_VERSION).json
 	HF_HUB_OFFLINE=1 $(VLLM_OLD_VENV)/bin/vllm-pd-spec audit --with-plugin || test $$? -eq 3

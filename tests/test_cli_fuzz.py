@@ -4,7 +4,7 @@ huge values, empty strings, unicode, bad and deeply nested JSON, unwritable and 
 Each input must end within `LIMIT_S`, with exit status 0 (a value that is valid after all, e.g. `-k ١`) or 2 and exactly
 one line on stderr that names the flag; never a traceback; and for status 2, no work started: the experiments, the
 kernel sweep and run, and the audit are replaced by recorders, and none of them may have been called."""
-import contextlib, io, os, signal, time
+import contextlib, io, json, os, shlex, signal, time
 from collections import Counter
 import pytest
 from vllm_pd_spec import cli
@@ -56,6 +56,7 @@ def cases(d)->list:
     for flag in ('--method', '--role'): c += [(['explain', flag, v], flag) for v in STRS]
     c += [(['explain', '--file', p], '--file') for p in files.values()]
     c += [(['explain', '--mamba', 'yes'], 'yes'), (['explain', '--json', 'x'], 'x'), (['explain', '--method'], '--method')]
+    c += explain_deployer_cases(d / 'in', files)
     # reproduce: output path first (with flags that would otherwise run), fixes, device, transport
     for p in outs.values():
         c += [(['reproduce', '--json', p], '--json'), (['reproduce', '--fix', '1', '--quick', '--json', p], '--json')]
@@ -73,6 +74,48 @@ def cases(d)->list:
           (['bench', 'kernel', '--cpu-dry-run', '--sweep'], '--sweep')]
     # audit
     c += [(['audit', '--json', p], '--json') for p in outs.values()] + [(['audit', '--markdown', 'x'], 'x'), (['audit', '--bogus'], '--bogus')]
+    return c
+
+def explain_deployer_cases(d, files:dict)->list:
+    "`explain`'s deployer inputs: a `vllm serve` line (or its file), a model's config.json, the release, the plugin."
+    serve = lambda extra: f'vllm serve ./m {extra}'
+    sc, kv = (lambda v: serve(f"--speculative-config {shlex.quote(v)}")), (lambda v: serve(f"--kv-transfer-config {shlex.quote(v)}"))
+    deep = '[' * 100_000 + ']' * 100_000
+    lines = [sc('{bad'), sc('[]'), sc('null'), sc(deep), sc('{"method": "medusa", "num_speculative_tokens": 2}'),
+             sc('{"method": "foo", "num_speculative_tokens": 2}'), sc('{"method": "mtp"}'), sc('{"method": 1, "num_speculative_tokens": 2}'),
+             sc('{"method": "mtp", "num_speculative_tokens": 1e400}'), sc('{"method": "mtp", "num_speculative_tokens": ' + '9' * 40 + '}'),
+             sc('{"method": "mtp", "num_speculative_tokens": true}'), sc('{"method": "mtp", "num_speculative_tokens": -3}'),
+             kv('{"kv_connector": "Foo", "kv_role": "kv_both"}'), kv('{"kv_connector": "NixlConnector"}'),
+             kv('{"kv_connector": "NixlConnector", "kv_role": "both"}'), kv('{"kv_connector": "MultiConnector", "kv_role": "kv_both"}'),
+             kv('{"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": [{}]}}'),
+             kv(deep), serve('--speculative-config'), serve("--speculative-config '{"), 'vllm serve a b',
+             serve('--speculative-config.method foo --speculative-config.num_speculative_tokens 2'),
+             serve('--speculative-config.method mtp --speculative-config.num_speculative_tokens ' + deep), serve('--block-size.x 3'),
+             serve('--speculative-config [] --speculative-config.method mtp')]
+    lines += [serve(f'--block-size {shlex.quote(v)}') for v in INTS] + [serve(f'--max-model-len {shlex.quote(v)}') for v in INTS]
+    release = ['explain', '--vllm-version', '0.33.0']
+    c = [(release + ['--explain-vllm-args', v], '--explain-vllm-args') for v in lines + STRS]
+    (d / 'serve.txt').write_text(sc('{bad'))
+    c += [(release + ['--explain-vllm-args', p], '--explain-vllm-args')
+          for p in (files['folder'], str(d / 'missing.txt'), files['fifo'], files['binary'], files['big'], str(d / 'serve.txt'))]
+    cfgs = {'unknown_arch': {'model_type': 'gemma3', 'architectures': ['Gemma3ForCausalLM']}, 'no_type': {},
+            'layers_str': {'model_type': 'llama', 'num_hidden_layers': '4'}, 'layers_huge': {'model_type': 'llama', 'num_hidden_layers': 10 ** 30},
+            'layers_zero': {'model_type': 'deepseek_v3', 'num_hidden_layers': 0},
+            'types_bad': {'model_type': 'qwen3_next', 'num_hidden_layers': 2, 'layer_types': ['mamba', 'x']},
+            'types_short': {'model_type': 'qwen3_next', 'num_hidden_layers': 3, 'layer_types': ['full_attention']},
+            'interval_0': {'model_type': 'qwen3_next', 'num_hidden_layers': 4, 'full_attention_interval': 0},
+            'mtp_neg': {'model_type': 'qwen3_next', 'num_hidden_layers': 4, 'num_nextn_predict_layers': -1},
+            'text_cfg_list': {'model_type': 'qwen3_5', 'text_config': []},
+            'ink_local': {'model_type': 'inkling_model', 'num_hidden_layers': 2, 'local_layer_ids': [5]},
+            'ink_window': {'model_type': 'inkling_model', 'num_hidden_layers': 2, 'sliding_window_size': 1e400},
+            'ink_mtp': {'model_type': 'inkling_mm_model', 'text_config': {'num_hidden_layers': 2}, 'mtp_config': []}}
+    for name, cfg in cfgs.items():
+        (d / f'cfg_{name}.json').write_text(json.dumps(cfg)); files[f'cfg_{name}'] = str(d / f'cfg_{name}.json')
+    c += [(release + ['--model-config', p], '--model-config') for p in files.values()]
+    c += [(release + ['--method', 'mtp', '-k', '2', '--model-config', str(d / 'cfg_llama.json')], '--model-config')]
+    (d / 'cfg_llama.json').write_text(json.dumps({'model_type': 'llama', 'num_hidden_layers': 2}))   # no MTP layers for method mtp
+    c += [(['explain', '--vllm-version', v], '--vllm-version') for v in STRS + ['0.30.0', '0.33', 'latest', '0.33.0 ', '9' * 40]]
+    c += [(['explain', '--vllm-version', '0.27.1', '--plugin'], '--plugin'), (['explain', '--plugin', 'x'], 'x')]
     return c
 
 class Recorder:

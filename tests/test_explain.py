@@ -14,7 +14,8 @@ def test_table_for_multi_module_mtp_with_mamba():
     assert r.returncode == 0, r.stderr
     lines = {l.split()[0]: l.split()[1:] for l in r.stdout.splitlines() if l and l.split()[0].islower() and len(l.split()) >= 3}
     assert lines['prefill_backoff'][:3] == ['2', '1', '!'] and lines['num_prefill_lookahead_tokens'][:3] == ['3', '1', '!']  # vLLM 0.27.1's scheduler: 1 (no runway)
-    assert 'nbs/02_prefill_backoff.ipynb' in r.stdout and 'nbs/05_gdn_decode_detection.ipynb' in r.stdout
+    assert 'Fix 2: the prefill backoff' in r.stdout and 'Fix 5: which rows are spec-decode rows' in r.stdout
+    assert '.ipynb' not in r.stdout and 'fix 7' not in r.stdout.lower() and max(map(len, r.stdout.splitlines())) <= 100
 
 def test_json_keys():
     r = cli('--method', 'mtp', '-k', '3', '--mtp-modules', '3', '--mamba', '--sliding-window', '64', '--json')
@@ -25,7 +26,7 @@ def test_json_keys():
                 'extra_retained_tokens', 'runner_prefill_lookahead', 'schedule_num_new_tokens'):
         assert key in j['fixed'] and key in j['legacy']
     assert j['fixed']['extra_retained_tokens'] == 2 and j['fixed']['remote_prefill_token_count'] == 98
-    assert all({'key', 'fixed', 'legacy', 'hazard', 'notebook'} <= set(h) for h in j['hazards'])
+    assert all({'key', 'fixed', 'legacy', 'hazard', 'notebook', 'page'} <= set(h) for h in j['hazards'])
     assert all(j['fixed'][h['key']] != j['legacy'][h['key']] for h in j['hazards'])
 
 def test_file_input_and_flag_override(tmp_path):
