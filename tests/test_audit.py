@@ -470,6 +470,7 @@ def test_reprefill_forms_and_provenance():
     assert all(PS.reprefill_reset_on_add(k, p, r) == ('none', ()) for k in (1, 2, 3, 4) for p in (0, 1) for r in (0, 1))
     assert PS.provenance(PS.A_TOKENS + 3, PS.A_TOKENS + 2, 9) == 'previous occupant'
     assert PS.provenance(0, 0.0, 9) == 'zeros' and PS.provenance(PS.B_FIRST + 10, 7.0, 9) == 'own'
+    assert PS.provenance(PS.FIRST_SAMPLED, 111.0, 11) == 'own' and PS.provenance(PS.B_FIRST + 12, 111.0, 11) == 'mixed'  # N-1 reads the sampled token
     assert len(PS.reprefill_cases()) == 16 and PS.show_reprefill((2, True, False)) == 'k=2, GDN, fresh slot'
 
 def test_finding_detail_is_optional():

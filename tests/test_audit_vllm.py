@@ -152,6 +152,10 @@ def test_speculator_reprefill_per_k_and_backoff(findings):
             if pos is None: assert (d['source'], d['positions']) == ('none', []), d
             else: assert (d['source'], tuple(d['positions'])) == ('previous occupant' if d['reused'] else 'zeros', pos), d
             assert d['padded'] == (d['k'] == 1 or pos is not None), d  # k = 1 pads too, with nothing to re-prefill
+            # a second step rejecting every draft re-reads what the first cached: stale rows until k - 1 newer inputs push them out
+            stale = ('previous occupant' if d['reused'] else 'zeros',) * (len(pos) - 1) if pos else ()
+            assert tuple(d['second_step_sources']) == stale + ('own',) * (d['k'] - 1 - len(stale)), d
+            assert tuple(d['second_step_positions']) == tuple(range(1 - d['k'], 0)), d
         assert ('init_speculator never builds' in f.note) == (v == '0.27.1')
         assert 'multi_module_mtp/speculator.py' in f.note and 'hands the last freed slot out first: True' in f.note
 

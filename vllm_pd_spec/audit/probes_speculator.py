@@ -13,9 +13,9 @@ from .harness import *
 
 # %% auto #0
 __all__ = ['SPECULATOR', 'KERNELS', 'INPUT_BATCH', 'HIDDEN', 'MAX_REQS', 'MAX_TOKENS', 'A_TOKENS', 'B_FIRST', 'SLOT',
-           'BACKOFF_RULES', 'interpreted', 'pad_condition', 'first_step', 'speculator_step', 'empty_cache',
-           'provenance', 'reprefill', 'reprefill_per_slot', 'reprefill_reset_on_add', 'reprefill_cases',
-           'show_reprefill', 'probe_speculator_reprefill']
+           'FIRST_SAMPLED', 'BACKOFF_RULES', 'interpreted', 'pad_condition', 'first_step', 'speculator_step',
+           'empty_cache', 'provenance', 'reprefill_steps', 'reprefill', 'reprefill_per_slot', 'reprefill_reset_on_add',
+           'reprefill_cases', 'show_reprefill', 'probe_speculator_reprefill']
 
 # %% ../../nbs/07f_audit_probes_speculator.ipynb #cf3c7886
 SPECULATOR = 'vllm.v1.worker.gpu.spec_decode.multi_module_mtp.speculator'
@@ -109,27 +109,40 @@ def empty_cache(k:int)->dict:
 # %% ../../nbs/07f_audit_probes_speculator.ipynb #1f509a8f
 A_TOKENS, B_FIRST, SLOT = 7000, 100, 2
 
-def provenance(token_id:int, hidden:float, position:int)->str:
+FIRST_SAMPLED = 999  # the token D samples on B's first step (B's own token at position N)
+
+def provenance(token_id:int, hidden:float, position:int, num_prompt_tokens:int=12)->str:
     "Whose input a re-prefilled draft entry is: the previous occupant's, zeros, or the request's own."
     if token_id >= A_TOKENS and hidden >= A_TOKENS: return 'previous occupant'
     if token_id == 0 and hidden == 0: return 'zeros'
-    if token_id == B_FIRST + position + 1: return 'own'
-    return 'mixed'
+    own = B_FIRST + position + 1 if position + 1 < num_prompt_tokens else FIRST_SAMPLED
+    return 'own' if token_id == own and hidden < A_TOKENS else 'mixed'
 
-def reprefill(sp, ib, k:int, padded:bool, num_computed:int, reused:bool, num_prompt_tokens:int=12)->tuple:
-    "B's re-prefilled draft entries on D's first step: `(source, positions relative to N)`, `('none', ())` when there are none."
+def _gap(out:dict, N:int)->tuple:
+    "(sources, positions relative to N) of a draft query's re-prefill gap."
+    r = max(0, out['num_rejected'] - 1)
+    return (tuple(provenance(out['ids'][i], out['hidden'][i], out['positions'][i], N) for i in range(r)),
+            tuple(p - N for p in out['positions'][:r]))
+
+def reprefill_steps(sp, ib, k:int, padded:bool, num_computed:int, reused:bool, num_prompt_tokens:int=12)->tuple:
+    "B's re-prefill gap on D's first step, then on a second step that rejects every draft: two `(sources, positions)`."
     N, cache = num_prompt_tokens, empty_cache(k)
     if reused:  # A: a full decode step on the slot, then A leaves (nothing clears the rows)
         toks = [A_TOKENS + i for i in range(k + 1)]
         speculator_step(sp, ib, cache, k, SLOT, toks, list(range(20, 21 + k)), 20, k + 1, k + 1, 10, A_TOKENS + 999)
-    q = N - num_computed
     ids = [B_FIRST + i for i in range(num_computed, N)] + [0] * (k if padded else 0)  # placeholders: zeroed drafts
-    out = speculator_step(sp, ib, cache, k, SLOT, ids, list(range(num_computed, num_computed + len(ids))), num_computed,
-                          1, (k + 1) if padded else 1, N, 999)
-    r = max(0, out['num_rejected'] - 1)
-    if r == 0: return 'none', ()
-    src = {provenance(out['ids'][i], out['hidden'][i], out['positions'][i]) for i in range(r)}
-    return (src.pop() if len(src) == 1 else 'mixed'), tuple(p - N for p in out['positions'][:r])
+    first = speculator_step(sp, ib, cache, k, SLOT, ids, list(range(num_computed, num_computed + len(ids))), num_computed,
+                            1, (k + 1) if padded else 1, N, FIRST_SAMPLED)
+    drafts = [8000 + j for j in range(k)]  # B's own drafts, all rejected
+    second = speculator_step(sp, ib, cache, k, SLOT, [FIRST_SAMPLED] + drafts, list(range(N, N + k + 1)), N, 1, k + 1, N,
+                             FIRST_SAMPLED - 1)
+    return _gap(first, N), _gap(second, N)
+
+def reprefill(sp, ib, k:int, padded:bool, num_computed:int, reused:bool, num_prompt_tokens:int=12)->tuple:
+    "B's re-prefilled draft entries on D's first step: `(source, positions relative to N)`, `('none', ())` when there are none."
+    (src, pos), _ = reprefill_steps(sp, ib, k, padded, num_computed, reused, num_prompt_tokens)
+    if not pos: return 'none', ()
+    return (src[0] if len(set(src)) == 1 else 'mixed'), pos
 
 # %% ../../nbs/07f_audit_probes_speculator.ipynb #be476b87
 def reprefill_per_slot(k:int, padded:bool, reused:bool)->tuple:
@@ -165,6 +178,8 @@ def _summary(detail:list)->str:
         rows = [d for d in detail if d['k'] == k and d['reused']]
         kinds = sorted({(d['source'], tuple(d['positions'])) for d in rows})
         txt = '; '.join(f'{s} at {_at(p)}' if p else s for s, p in kinds)
+        again = sorted({p for d in rows for s_, p in zip(d['second_step_sources'], d['second_step_positions']) if s_ != 'own'})
+        if again: txt += f'; a second step rejecting every draft re-reads it at {_at(again)}'
         multi = answer(lambda: vllm_spec(('mtp', k, k)).use_multi_module_mtp())
         parts.append(f'k={k}: {txt}' + ('' if multi is True else f' (this speculator is not used: use_multi_module_mtp() is {multi})'))
     return ', '.join(parts)
@@ -175,13 +190,16 @@ def _reprefill_row(sp, ib, label:str, pad_test:str, wired:bool, where_:str, extr
     name = f'2. backoff: D first step, MTP re-prefill from the slot ({label} backoff)'
     shape = {(k, m): first_step(k, m, rule_, pad_test) for k in (1, 2, 3, 4) for m in (False, True)}
     idle = {(k, m): first_step(k, m, rule_, pad_test, busy=False)[2] for k in (1, 2, 3, 4) for m in (False, True)}
-    theirs = lambda c: reprefill(sp, ib, c[0], shape[c[:2]][2], shape[c[:2]][0], c[2])
     detail = []
     for c in reprefill_cases():
-        got = answer(theirs, c)
-        src, pos = got if isinstance(got, tuple) else (got, ())
+        got = answer(lambda: reprefill_steps(sp, ib, c[0], shape[c[:2]][2], shape[c[:2]][0], c[2]))
+        if isinstance(got, str): src, pos, then = got, (), (got, ())
+        else:
+            (s1, pos), then = got
+            src = 'none' if not pos else s1[0] if len(set(s1)) == 1 else 'mixed'
         detail.append(dict(k=c[0], gdn=c[1], reused=c[2], backoff=rule_(c[1], c[0]), padded=shape[c[:2]][2],
-                           padded_idle=idle[c[:2]], source=src, positions=list(pos)))
+                           padded_idle=idle[c[:2]], source=src, positions=list(pos),
+                           second_step_sources=list(then[0]), second_step_positions=list(then[1])))
     pads_idle = sorted({f'k={k}' for (k, m), p in idle.items() if p})
     note = (f'{_summary(detail)} (positions relative to the prompt length N; a fresh slot gives zeros where a reused one '
             f'gives the previous occupant); an idle D pads at: {", ".join(pads_idle) or "none"}; {extra}')
