@@ -441,3 +441,38 @@ def test_cli_audit_without_vllm(monkeypatch):
     from vllm_pd_spec.cli import main
     monkeypatch.setattr(M, 'import_vllm', lambda: 'ImportError: no vllm')
     assert main(['audit', '--json', 'unused.json']) == 2
+
+# ---------------------------------------------------------------- the speculator's per-slot re-prefill (no vLLM)
+from vllm_pd_spec.audit import probes_speculator as PS
+from vllm_pd_spec.contracts import backoff as B
+
+def _fake_schedule(self, num_new_tokens, num_computed_tokens, scheduled_running_reqs, prefill_scheduled):
+    pad_spec_decode = False
+    if not prefill_scheduled:
+        if self.num_spec_tokens > 0 and num_new_tokens == 1 and (scheduled_running_reqs or num_computed_tokens > 0):
+            pad_spec_decode = True
+    return pad_spec_decode
+
+def test_pad_condition_lifted_and_evaluated():
+    test = PS.pad_condition(_fake_schedule)
+    assert test == 'self.num_spec_tokens > 0 and num_new_tokens == 1 and (scheduled_running_reqs or num_computed_tokens > 0)'
+    # 0.33.0's backoff: D computes k - 1 >= 2 tokens at k >= 3, a full step with nothing padded; 0.27.1's: every k padded
+    assert [PS.first_step(k, False, B.prefill_backoff, test)[2] for k in (1, 2, 3, 4)] == [True, True, False, False]
+    assert [PS.first_step(k, False, B.legacy_prefill_backoff, test)[2] for k in (1, 2, 3, 4)] == [True] * 4
+    assert PS.first_step(4, True, B.legacy_prefill_backoff, test) == (11, 1, True)
+    idle = 'self.num_spec_tokens > 0 and num_new_tokens == 1 and scheduled_running_reqs'  # 0.27.1's form: a busy D only
+    assert PS.first_step(3, False, B.legacy_prefill_backoff, idle, busy=False)[2] is False
+
+def test_reprefill_forms_and_provenance():
+    assert PS.reprefill_per_slot(4, True, True) == ('previous occupant', (-4, -3, -2))
+    assert PS.reprefill_per_slot(2, True, False) == ('zeros', (-2,))
+    assert PS.reprefill_per_slot(1, True, True) == PS.reprefill_per_slot(3, False, True) == ('none', ())
+    assert all(PS.reprefill_reset_on_add(k, p, r) == ('none', ()) for k in (1, 2, 3, 4) for p in (0, 1) for r in (0, 1))
+    assert PS.provenance(PS.A_TOKENS + 3, PS.A_TOKENS + 2, 9) == 'previous occupant'
+    assert PS.provenance(0, 0.0, 9) == 'zeros' and PS.provenance(PS.B_FIRST + 10, 7.0, 9) == 'own'
+    assert PS.provenance(PS.FIRST_SAMPLED, 111.0, 11) == 'own' and PS.provenance(PS.B_FIRST + 12, 111.0, 11) == 'mixed'  # N-1 reads the sampled token
+    assert len(PS.reprefill_cases()) == 16 and PS.show_reprefill((2, True, False)) == 'k=2, GDN, fresh slot'
+
+def test_finding_detail_is_optional():
+    assert 'detail' not in H.Finding('c', 'x', 'fixed', 1).as_dict()
+    assert H.Finding('c', 'x', 'fixed', 1, detail=[{'k': 2}]).as_dict()['detail'] == [{'k': 2}]

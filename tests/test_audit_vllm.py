@@ -32,6 +32,8 @@ EXPECTED = {  # contract -> verdict, per vLLM version (fixed: 0.33.0's behaviour
         '2. backoff: _prefill_backoff': 'fixed',
         '2. backoff: D-side remote prefill token count': 'fixed',
         '2. backoff: P-side truncation (twice, on vllm.v1.request.Request)': 'fixed',
+        '2. backoff: D first step, MTP re-prefill from the slot (0.33.0 backoff)': 'legacy',  # legacy = per-slot rows never reset
+        '2. backoff: D first step, MTP re-prefill from the slot (0.27.1 backoff)': 'legacy',
         '3. ordering: #53514 prefix-hit replay (NixlPullConnectorScheduler)': 'fixed',
         '3. ordering: #53514 prefix-hit replay (NixlPushConnectorScheduler)': 'fixed',
         '3. ordering: #53514 replay through Scheduler.schedule (NixlConnector)': 'fixed',
@@ -69,6 +71,8 @@ EXPECTED = {  # contract -> verdict, per vLLM version (fixed: 0.33.0's behaviour
         '2. backoff: _prefill_backoff': 'not present',
         '2. backoff: D-side remote prefill token count': 'legacy',
         '2. backoff: P-side truncation (twice, on vllm.v1.request.Request)': 'legacy',
+        '2. backoff: D first step, MTP re-prefill from the slot (0.33.0 backoff)': 'not present',  # init_speculator never builds it
+        '2. backoff: D first step, MTP re-prefill from the slot (0.27.1 backoff)': 'not present',
         '3. ordering: #53514 prefix-hit replay (NixlPullConnectorScheduler)': 'legacy',
         '3. ordering: #53514 prefix-hit replay (NixlPushConnectorScheduler)': 'legacy',
         '3. ordering: #53514 replay through Scheduler.schedule (NixlConnector)': 'legacy',
@@ -131,6 +135,29 @@ def test_with_plugin_only_the_patched_connectors_change(findings):
     assert changed == {c: ('legacy', 'fixed') for c in PATCHED}
     assert all('patched by vllm_pd_spec.plugin' in patched[c].note for c in PATCHED)
     assert {f['contract']: f['verdict'] for f in saved_audit(v, plugin=True)} == {c: f.verdict for c, f in patched.items()}
+
+REPREFILL = {  # backoff rule -> k at which a new request on a reused slot re-prefills the previous occupant's inputs
+    '0.33.0': {2: (-2,)},
+    '0.27.1': {2: (-2,), 3: (-3, -2), 4: (-4, -3, -2)},
+}
+
+def test_speculator_reprefill_per_k_and_backoff(findings):
+    "vLLM's own kernels, per k, model and backoff: the previous occupant's inputs on a reused slot, zeros on a fresh one, else none."
+    v, _ = _expected()
+    for label, want in REPREFILL.items():
+        f = findings[f'2. backoff: D first step, MTP re-prefill from the slot ({label} backoff)']
+        assert len(f.detail) == 16 and f.cases == 16, f.note
+        for d in f.detail:
+            pos = want.get(d['k'])
+            if pos is None: assert (d['source'], d['positions']) == ('none', []), d
+            else: assert (d['source'], tuple(d['positions'])) == ('previous occupant' if d['reused'] else 'zeros', pos), d
+            assert d['padded'] == (d['k'] == 1 or pos is not None), d  # k = 1 pads too, with nothing to re-prefill
+            # a second step rejecting every draft re-reads what the first cached: stale rows until k - 1 newer inputs push them out
+            stale = ('previous occupant' if d['reused'] else 'zeros',) * (len(pos) - 1) if pos else ()
+            assert tuple(d['second_step_sources']) == stale + ('own',) * (d['k'] - 1 - len(stale)), d
+            assert tuple(d['second_step_positions']) == tuple(range(1 - d['k'], 0)), d
+        assert ('init_speculator never builds' in f.note) == (v == '0.27.1')
+        assert 'multi_module_mtp/speculator.py' in f.note and 'hands the last freed slot out first: True' in f.note
 
 def test_every_finding_is_backed(findings):
     for f in findings.values():

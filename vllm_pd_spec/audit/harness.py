@@ -30,6 +30,7 @@ class Finding:
     how:str='ran' # 'ran', or 'by source' when the statements were lifted out of a method
     note:str='' # anything a reader needs to interpret the row
     connector:str|None=None # for connector rows: the connector's name
+    detail:list|None=None # per-case outcomes a page reads back (rows that report more than a verdict)
     def as_dict(self)->dict: return {k: v for k, v in asdict(self).items() if v is not None or k == 'counterexample'}
 
 # %% ../../nbs/07a_audit_harness.ipynb #7274c92a
