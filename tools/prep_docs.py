@@ -13,11 +13,16 @@ step applies them and writes each notebook as a markdown page:
   "Exported source" block after their API block; `#| code-fold: true` folds a cell's source;
 - `echo: false` hides a cell's code, `output: false` drops its outputs, `include: false` drops the cell;
 - `#| moving-api: the batch helpers may change` puts a "May change" note above a cell whose API may change;
-- outputs: markdown as markdown (tables become tables), HTML (DataFrames) as HTML in a scrolling box, text
-  as a scrolling preformatted block, images as files next to the page (at most `MAX_IMG_PX` wide) with
-  the cell's `#| fig-alt:` or the output's text as alt text;
+- outputs: markdown as markdown (tables become tables; a missing value reads "—"), HTML (DataFrames) as HTML, text
+  as a preformatted block (a one-line Python literal wider than the column pretty-printed, `fit_output`; a
+  line still wider wraps), images as files next to the page (at most `MAX_IMG_PX` wide) with the cell's
+  `#| fig-alt:` or the output's text as alt text;
+- ```` ```mermaid ```` diagrams drawn to inline SVG now, by the pinned Mermaid in headless Chromium
+  (`inline_diagrams`): no page loads a diagram library;
 - links to notebooks (`06a_guard_contract.ipynb#anchor`) point to their pages; upstream citations
-  (`#55055`, `vllm/v1/...py`, commit hashes) become links to vLLM on GitHub (`cite_links`).
+  (`#55055`, `vllm/v1/...py`, commit hashes) become links to vLLM on GitHub (`cite_links`); a prose line
+  that starts with `#` and a digit (`#54926 reports ...`) is linked or escaped, never a heading (and named
+  on stderr: `hash_digit_lines`).
 
 Pages are named as nbdev names them (`01_lookahead.ipynb` -> `lookahead.html`); the nav groups notebooks by
 the number that starts their file name (`SECTIONS`), in file order, so a new notebook slots in by its name.
