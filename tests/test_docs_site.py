@@ -120,6 +120,12 @@ def test_missing_values_read_as_a_dash():
     out = prep_docs.Page('x.md').output({'output_type': 'execute_result', 'data': {'text/markdown': '| a |\n|---|\n| None |'}})
     assert '| — |' in out and 'None' not in out
 
+def test_snake_case_headers_may_wrap():
+    "A table's header row breaks after `_` (outside code), so a table of long column names fits the column."
+    md = prep_docs.header_breaks('| legacy_victims | `a_b` |\n|---|---|\n| x_y | 1 |')
+    assert md.split('\n') == ['| legacy_<wbr>victims | `a_b` |', '|---|---|', '| x_y | 1 |']
+    assert prep_docs.dash_missing_html('<th>a_b</th><td>c_d</td>') == '<th>a_<wbr>b</th><td>c_d</td>'
+
 def test_long_outputs_are_pretty_printed_or_wrapped():
     "A one-line setup dict becomes lines that fit the column; a long line that is no literal is marked to wrap."
     setup = 'fix 5 setup: ' + repr({'ks': (1, 2, 3), 'rules': ('main #45237', '0.24.0', '0.33.0 V1', '0.33.0 V2'),

@@ -171,7 +171,7 @@ class Page:
             m = meta.get(mime) or {}  # the image's alt: the cell's `fig-alt`, its metadata's, or its text unless a repr
             fig_alt = alt or m.get('alt') or (plain.strip() if plain.strip() and not plain.startswith('<') else None)
             return self.image(d[mime], ext, fig_alt, m.get('width'))
-        if 'text/markdown' in d: return md_links(dash_missing(_text(d['text/markdown']))) + '\n'
+        if 'text/markdown' in d: return md_links(header_breaks(dash_missing(_text(d['text/markdown'])))) + '\n'
         if 'text/html' in d:
             body = '\n'.join(l for l in dash_missing_html(_text(d['text/html'])).split('\n') if l.strip())
             return f'<div class="nb-html" markdown="0">\n{body}\n</div>\n'
@@ -217,8 +217,25 @@ def dash_missing(md):
     "Markdown with every table cell that reads None/NaN/<NA> reading \"—\" (a missing value, as readers write it)."
     return '\n'.join(_MD_MISSING.sub(' — ', l) if l.lstrip().startswith('|') else l for l in md.split('\n'))
 
+_SEP_ROW = re.compile(r'^\s*\|?\s*:?-{3,}')
+_CODE_SPAN = re.compile(r'(`+).+?\1')
+
+def _wbr(text):
+    "`text` with a break opportunity after each `_` outside code spans (snake_case headers wrap at their parts)."
+    out, i = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out += [text[i:m.start()].replace('_', '_<wbr>'), m.group(0)]; i = m.end()
+    return ''.join(out) + text[i:].replace('_', '_<wbr>')
+
+def header_breaks(md):
+    "Markdown whose tables' header rows may wrap after `_`, so a table of snake_case columns fits the column."
+    lines = md.split('\n')
+    return '\n'.join(_wbr(l) if l.lstrip().startswith('|') and i + 1 < len(lines) and _SEP_ROW.match(lines[i + 1])
+                     else l for i, l in enumerate(lines))
+
 def dash_missing_html(h):
-    "HTML (a DataFrame's table) with every cell that reads None/NaN/<NA> reading \"—\"."
+    "HTML (a DataFrame's table): every cell that reads None/NaN/<NA> reads \"—\"; headers may wrap after `_`."
+    h = re.sub(r'(<th\b[^>]*>)([^<]*)(</th>)', lambda m: m.group(1) + m.group(2).replace('_', '_<wbr>') + m.group(3), h)
     return _HTML_MISSING.sub(r'\1—\2', h)
 
 def _pretty(line, cols=OUTPUT_COLS):
