@@ -68,7 +68,7 @@ def seen(server, browser):
     "{page: what MEASURE found, plus `outside`: the requests to anything but the local server} for every page."
     tab, out = browser.tab(WIDTH, 900), {}
     for page in sorted(p.name for p in DOCS.glob('*.html')):
-        tab.goto(f'{server}/{page}', settle=0.15)
+        tab.goto(f'{server}/{page}', settle=0.1)
         out[page] = tab.eval(MEASURE)
         out[page]['outside'] = sorted({u for u in tab.requests if not u.startswith((server + '/', 'data:', 'blob:', 'about:'))})
     return out

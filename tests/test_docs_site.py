@@ -120,6 +120,16 @@ def test_missing_values_read_as_a_dash():
     out = prep_docs.Page('x.md').output({'output_type': 'execute_result', 'data': {'text/markdown': '| a |\n|---|\n| None |'}})
     assert '| — |' in out and 'None' not in out
 
+def test_a_wide_short_table_is_turned():
+    "A table of more than `WIDE_COLS` columns and few rows is shown one row per column, its rows named by what tells them apart."
+    head = ['setting', 'seed'] + [f'c{i}' for i in range(10)]
+    md = '\n'.join(['| ' + ' | '.join(head) + ' |', '|' + '---|' * 12,
+                    '| k=3 | 0 | ' + ' | '.join('1' * 10) + ' |', '| k=3 | 1 | ' + ' | '.join('2' * 10) + ' |'])
+    out = prep_docs.turn_wide_tables(md).split('\n')
+    assert out[0] == '| setting, seed | k=3, seed 0 | k=3, seed 1 |' and out[2] == '| c0 | 1 | 2 |' and len(out) == 12
+    narrow = '| a | b |\n|---|---|\n| 1 | 2 |'
+    assert prep_docs.turn_wide_tables(narrow) == narrow
+
 def test_snake_case_headers_may_wrap():
     "A table's header row breaks after `_` (outside code), so a table of long column names fits the column."
     md = prep_docs.header_breaks('| legacy_victims | `a_b` |\n|---|---|\n| x_y | 1 |')

@@ -171,7 +171,7 @@ class Page:
             m = meta.get(mime) or {}  # the image's alt: the cell's `fig-alt`, its metadata's, or its text unless a repr
             fig_alt = alt or m.get('alt') or (plain.strip() if plain.strip() and not plain.startswith('<') else None)
             return self.image(d[mime], ext, fig_alt, m.get('width'))
-        if 'text/markdown' in d: return md_links(header_breaks(dash_missing(_text(d['text/markdown'])))) + '\n'
+        if 'text/markdown' in d: return md_links(header_breaks(turn_wide_tables(dash_missing(_text(d['text/markdown']))))) + '\n'
         if 'text/html' in d:
             body = '\n'.join(l for l in dash_missing_html(_text(d['text/html'])).split('\n') if l.strip())
             return f'<div class="nb-html" markdown="0">\n{body}\n</div>\n'
@@ -232,6 +232,34 @@ def header_breaks(md):
     lines = md.split('\n')
     return '\n'.join(_wbr(l) if l.lstrip().startswith('|') and i + 1 < len(lines) and _SEP_ROW.match(lines[i + 1])
                      else l for i, l in enumerate(lines))
+
+WIDE_COLS, SHORT_ROWS = 10, 8  # a markdown table of more columns and at most this many rows is shown turned
+
+def _cells(line): return [c.strip() for c in re.split(r'(?<!\\)\|', line.strip().strip('|'))]
+
+def _transpose(rows):
+    "A table (header first) as columns: the first row is named by the columns that tell its rows apart."
+    head, body = rows[0], rows[1:]
+    k = next((k for k in range(1, len(head)) if len({tuple(r[:k]) for r in body}) == len(body)), len(head))
+    names = [', '.join([r[0]] + [f'{h} {v}' for h, v in zip(head[1:k], r[1:k])]) for r in body]
+    cols = [[head[0] if k == 1 else ', '.join(head[:k])] + names] + [[h] + [r[j] for r in body] for j, h in enumerate(head) if j >= k]
+    return cols
+
+def turn_wide_tables(md):
+    "Markdown with each short table of more than `WIDE_COLS` columns turned (one row per column), so it fits the column."
+    lines, out, i = md.split('\n'), [], 0
+    while i < len(lines):
+        if lines[i].lstrip().startswith('|') and i + 1 < len(lines) and _SEP_ROW.match(lines[i + 1]):
+            j = i + 2
+            while j < len(lines) and lines[j].lstrip().startswith('|'): j += 1
+            rows = [_cells(lines[i])] + [_cells(l) for l in lines[i + 2:j]]
+            if len(rows[0]) > WIDE_COLS and len(rows) - 1 <= SHORT_ROWS and all(len(r) == len(rows[0]) for r in rows):
+                t = _transpose(rows)
+                out += ['| ' + ' | '.join(t[0]) + ' |', '|' + '---|' * len(t[0])] + ['| ' + ' | '.join(r) + ' |' for r in t[1:]]
+            else: out += lines[i:j]
+            i = j
+        else: out.append(lines[i]); i += 1
+    return '\n'.join(out)
 
 def dash_missing_html(h):
     "HTML (a DataFrame's table): every cell that reads None/NaN/<NA> reads \"—\"; headers may wrap after `_`."
