@@ -105,7 +105,7 @@ def test_no_table_cell_reads_none(seen):
     assert bad == {}, f'table cells reading "None" (page: count): {bad}'
 
 @pytest.mark.xfail(strict=False, reason='the fix pages\' "In short" boxes come with the pages\' content, merged separately')
-def test_every_fix_page_opens_with_in_short(seen):
+def test_every_fix_page_has_an_in_short_box(seen):
     assert len(FIX_PAGES) == 6
     assert [p for p in FIX_PAGES if not seen[p]['inShort']] == []
 
