@@ -154,3 +154,12 @@ def test_a_prose_line_starting_with_a_pr_number_is_no_heading():
     assert md.split('\n')[0].startswith('[#54926](https://github.com/vllm-project/vllm/pull/54926)')
     assert md.split('\n')[1] == '\\#12 is short' and '#3 in code' in md and md.endswith('# Title')
     assert prep_docs.hash_digit_lines("#54926 a\n```\n#1 b\n```\n# T\n#2 c") == ['#54926 a', '#2 c']
+
+@pytest.mark.xfail(strict=False, reason="the notebooks' prose is reworded with the pages' content, merged separately; "
+                                        'until then the site links such a line instead of making it a heading')
+def test_no_notebook_prose_line_starts_with_hash_and_digit():
+    "A markdown line starting `#54926 ...` is a heading to Jupyter and to the site: the notebooks have none."
+    found = {nb.name: lines for nb in NOTEBOOKS
+             for lines in [[l[:50] for c in json.loads(nb.read_text())['cells'] if c['cell_type'] == 'markdown'
+                            for l in prep_docs.hash_digit_lines(''.join(c['source']))]] if lines}
+    assert found == {}, found
