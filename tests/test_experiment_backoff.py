@@ -100,3 +100,19 @@ def test_sampling_params_are_checked():
     with pytest.raises(ValueError, match='temperature'): SamplingParams(-1.0)
     with pytest.raises(TypeError, match='temperature'): SamplingParams('hot')
     with pytest.raises(TypeError, match='seed'): SamplingParams(1.0, 1.5)
+
+def test_eagle_on_gdn_keeps_one_entry():
+    "EAGLE on the hybrid target: 0.33.0's backoff (1) leaves P's one guess-derived entry at N - 2 where P guessed x_{N-1} wrong; census = contract."
+    name, k, n = 'text-hybrid', 3, 24
+    ps = [list(p) for p in prompts(n, 4, name)]
+    wrong = None
+    for arm in ('backoff', 'standalone'):
+        with torch.no_grad(): run = X.serve_arm(arm, model(name), k, ps, max_tokens=k + 3, method='eagle', max_num_seqs=4)
+        res = X.taint(run, model(name), ps, k)
+        assert run['num_modules'] == 1 and not res['contract_mismatches'] and res['stale_reprefill_entries'] == 0, res
+        if arm == 'backoff':
+            assert run['backoff'] == 1
+            wrong = sum(run['continuation'][f'req-{i}'][0] != p[n - 1] for i, p in enumerate(ps))  # P's guess of x_{N-1}
+            assert res['tainted_entries'] == res['requests_tainted'] == wrong > 0
+        else: assert res['tainted_entries'] == 0
+    assert B.tainted_entries(n, 1, 1) == 1 and B.tainted_entries(n, 1, 1, num_matched=1) == 0

@@ -6,11 +6,11 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.htm
 
 # %% auto #0
 __all__ = ['LEGACY_0271', 'FIXES_0290', 'ARMS', 'ARM_0290', 'TOL', 'MODELS', 'KS', 'NUM_SEEDS', 'PROMPT_LEN', 'MAX_TOKENS',
-           'TEMPERATURE', 'DEFAULT', 'QUICK', 'FULL', 'SEED_FIGURE', 'NOTES', 'Arm', 'use_backoff', 'StepLog',
-           'Continuation', 'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census', 'predicted', 'num_matched',
-           'serve_arm', 'serve', 'taint', 'acceptance', 'prompt_set', 'run_setting', 'run', 'arms_table', 'plot_heat',
-           'plot_acceptance', 't975', 'mean_ci', 'paired', 'summarize', 'setting', 'plot_sweep', 'sweep_table',
-           'save_run', 'load_run']
+           'TEMPERATURE', 'DEFAULT', 'QUICK', 'FULL', 'SWEEP_RUN', 'SEED_FIGURE', 'NOTES', 'Arm', 'use_backoff',
+           'StepLog', 'Continuation', 'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census', 'predicted',
+           'num_matched', 'serve_arm', 'serve', 'taint', 'acceptance', 'prompt_set', 'run_setting', 'run', 'arms_table',
+           'plot_heat', 'plot_acceptance', 't975', 'mean_ci', 'paired', 'summarize', 'setting', 'plot_sweep',
+           'plot_by_step', 'sweep_table', 'save_run', 'load_run']
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #9f5d71ce
 # Over 400 lines: the arms, the census and the sweep of one experiment; each function is short.
@@ -114,13 +114,13 @@ class Continuation(StepObserver):
 
 def prompt_drafter_kv(runner, # an engine's `ModelRunner`
                       req_id:str, # a request it holds
-                      num_modules:int, # MTP modules in use (k)
+                      num_modules:int, # drafter modules in use (`drafter_modules`: k for MTP, 1 for EAGLE)
                      )->torch.Tensor:
-    "The MTP modules' keys and values at the request's prompt positions: `[modules, prompt positions, 2 * heads * head_dim]`."
+    "The drafter modules' keys and values at the request's prompt positions: `[modules, prompt positions, 2 * heads * head_dim]`."
     r = runner.requests[req_id]
     slots = torch.tensor(runner._slots(r, range(r.prompt_len)))
     rows = []
-    for name in runner.model.mtp.attn_layers()[:num_modules]:
+    for name in runner.drafter_layers[:num_modules]:
         k_cache, v_cache = runner.cache.kv[name]
         rows.append(torch.cat([c.view(-1, *c.shape[2:])[slots].flatten(1) for c in (k_cache, v_cache)], -1))
     return torch.stack(rows).cpu()
@@ -143,15 +143,18 @@ TOL = 1e-9  # float64: an entry "differs" when some component is off by more tha
 def reference_drafter_kv(model:SpecModel, # the served weights (float64)
                          tokens:list, # the request's real sequence: prompt, then its outputs (at least `num_modules` of them)
                          num_prompt_tokens:int, # N
-                         num_modules:int, # MTP modules in use (k)
+                         num_modules:int, # drafter modules in use (k for MTP, 1 for EAGLE)
+                         method:str='mtp', # 'mtp' or 'eagle' (EAGLE's layer reads what MTP's module 0 reads)
                         )->torch.Tensor:
     "What each module's KV holds at the prompt positions when every token it reads is real: `[modules, N, 2 * heads * head_dim]`."
+    if method not in ('mtp', 'eagle'): raise ValueError(f"method={method!r}: the census covers 'mtp' and 'eagle'")
+    layers = list(model.mtp.modules_) if method == 'mtp' else [model.eagle.layer]
     n, dev = num_prompt_tokens, next(model.parameters()).device
     if len(tokens) < n + num_modules: raise ValueError(f'tokens: need {n + num_modules} (prompt and {num_modules} outputs), got {len(tokens)}')
     ids, pos = torch.tensor(tokens[:n + num_modules], device=dev)[None], torch.arange(n, device=dev)
     hidden, rows = model.target.forward_dense(ids)[:, :n], []
     for j in range(num_modules):
-        layer = model.mtp.modules_[j]
+        layer = layers[j]
         emb = model.target.embed(ids[:, j + 1:j + 1 + n])
         _, k, v = layer.block.mixer.qkv(layer.block.n1(layer._in(emb, hidden)), pos)
         rows.append(torch.cat([k[0].flatten(1), v[0].flatten(1)], -1))
@@ -198,6 +201,7 @@ def serve_arm(arm:Arm|str, # an arm, or its name in `ARMS`
           backoff=None, # override the arm's backoff on both sides: `backoff(has_mamba, lookahead) -> int`
           remote_backoff=None, # override D's alone (D then recomputes more than P drops): same signature
           max_num_batched_tokens:int=512, # each engine's token budget per step
+          method:str='mtp', # the drafter: 'mtp' (k modules) or 'eagle' (one layer; its census covers that layer)
          )->dict:
     "Serve `prompts` in one arm: outputs, the decoder's `SpecDecodingStats` (vLLM's, drafted-only), `StepLog`, final drafter KV, P's continuations, stale re-prefills."
     arm = ARMS[arm] if isinstance(arm, str) else arm
@@ -208,7 +212,7 @@ def serve_arm(arm:Arm|str, # an arm, or its name in `ARMS`
     blocks = groups * max(len(prompts), max_num_seqs) * (cdiv(max(map(len, prompts)) + max_tokens + 2 * k + 2, 16) + 1) + 2
     kw = dict(device=device, dtype=next(model.parameters()).dtype, handoff=arm.handoff)
     if arm.pd:
-        pair = PDPair('mtp', k, arm.fixes, model, transport=make_transport(transport, len(prompts)), scheduler_config=sched,
+        pair = PDPair(method, k, arm.fixes, model, transport=make_transport(transport, len(prompts)), scheduler_config=sched,
                       cache_config=CacheConfig(num_gpu_blocks=blocks), **kw)
         engine, decoder, engines = pair, pair.D, (pair.P, pair.D)
         if (backoff or arm.backoff) is not None:
@@ -216,14 +220,15 @@ def serve_arm(arm:Arm|str, # an arm, or its name in `ARMS`
         if remote_backoff is not None: use_backoff(pair.D, remote_backoff)
         cont = pair.P.add_observer(Continuation())
     else:
-        config = make_config('mtp', k, fixes=arm.fixes, model=model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=blocks))
+        config = make_config(method, k, fixes=arm.fixes, model=model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=blocks))
         engine = decoder = LLMEngine(config, model, **kw)
         engines, cont = (engine,), None
     preempted, stale = set(), {}
     for e in engines:
         e.runner.sampling, e.runner.reprefill_state = sampling, arm.reprefill_state
         e.add_observer(StepObserver(on_schedule=lambda so: preempted.update(so.preempted_req_ids)))
-    log, kv = decoder.add_observer(StepLog()), decoder.add_observer(FinalKV(decoder, k))
+    num_modules = contracts.backoff.drafter_modules(decoder.runner.cfg.speculative_config)
+    log, kv = decoder.add_observer(StepLog()), decoder.add_observer(FinalKV(decoder, num_modules))
     decoder.runner.on_stale_reprefill = lambda req_id, positions: stale.setdefault(req_id, set()).update(positions)
     outputs = engine.generate(prompts, max_tokens=max_tokens)
     # a preempted request is recomputed from scratch on its engine: its census would say nothing about the hand-off
@@ -232,7 +237,8 @@ def serve_arm(arm:Arm|str, # an arm, or its name in `ARMS`
               if arm.pd else (0, 0))
     return dict(arm=arm.name, outputs=outputs, stats=engine.spec_stats, stats_drafted=decoder.scheduler.spec_decoding_stats_drafted,
                 log=log, kv=kv.kv, continuation=cont.tokens if cont else {}, stale=stale, reset_on_add=arm.reprefill_state == 'reset on add',
-                backoff=b, remote_backoff=b_d, handoff_window=decoder.runner.handoff_window if arm.pd else 0)
+                backoff=b, remote_backoff=b_d, handoff_window=decoder.runner.handoff_window if arm.pd else 0, method=method,
+                num_modules=num_modules)
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #4c15857d
 def serve(mode:str, # 'standalone' or 'pd'
@@ -271,16 +277,16 @@ def taint(run:dict, # what `serve_arm` returned
           window:int|None=None, # prompt positions from the end the heat map covers (default 2k + 2)
          )->dict:
     "The census of one arm against the contract: totals, stale re-prefill entries, a `[k, window]` heat map from the prompt's end, mismatches."
-    window = window or 2 * k + 2
-    heat, per_request, mismatched, outside, stale = torch.zeros(k, window, dtype=torch.long), [], [], 0, 0
+    window, m = window or 2 * k + 2, run['num_modules']  # m: the drafter modules the census covers (k for MTP, 1 for EAGLE)
+    heat, per_request, mismatched, outside, stale = torch.zeros(m, window, dtype=torch.long), [], [], 0, 0
     for i, prompt in enumerate(prompts):
         req_id, n = f'req-{i}', len(prompt)
         tokens = list(prompt) + list(run['outputs'][i])
-        found = census(run['kv'][req_id], reference_drafter_kv(model, tokens, n, k))
+        found = census(run['kv'][req_id], reference_drafter_kv(model, tokens, n, m, run['method']))
         if run['arm'] == 'standalone': expect = torch.zeros_like(found)
         else:
-            e = num_matched(run['continuation'].get(req_id, []), tokens, contracts.backoff.remote_prefill_token_count(n, run['backoff']), k)
-            expect = predicted(n, k, run['backoff'], run['handoff_window'], e, run['remote_backoff'], run['reset_on_add'])
+            e = num_matched(run['continuation'].get(req_id, []), tokens, contracts.backoff.remote_prefill_token_count(n, run['backoff']), m)
+            expect = predicted(n, m, run['backoff'], run['handoff_window'], e, run['remote_backoff'], run['reset_on_add'])
         if not torch.equal(found, expect): mismatched.append(req_id)
         per_request.append(int(found.sum()))
         stale += int(found[:, sorted(p for p in run['stale'].get(req_id, ()) if 0 <= p < n)].sum())  # at positions the runner re-prefilled from foreign rows
@@ -310,6 +316,7 @@ PROMPT_LEN, MAX_TOKENS, TEMPERATURE = 256, 128, 1.0
 DEFAULT = dict(model='text-attn', k=3, num_prompts=6, temperature=0.0, seed=0)  # `reproduce --fix 2`: about 10 s on 2 cores
 QUICK = dict(num_prompts=4)
 FULL = dict(models=MODELS, ks=KS, temperatures=(0.0, TEMPERATURE), seeds=tuple(range(NUM_SEEDS)), num_prompts=16)  # 16 per seed; the run's time is saved with it
+SWEEP_RUN = 'runs/fix2_full.json'  # the saved sweep the pages read (relative to nbs/)
 
 def prompt_set(model_name:str, # the text model the prompts are for (its tokenizer encodes them)
                seed:int, # 0 .. NUM_SEEDS - 1: which of the disjoint sets
@@ -452,11 +459,16 @@ def arms_table(rows:dict, # {arm: row} of one setting (`run_setting`)
     return '\n'.join(out)
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #66017a65
+def _arm_color(arm:str)->str:
+    "The site's colour of `arm`; sky blue for 'reset on add' (ours), which the shared palette does not name yet."
+    from vllm_pd_spec.plotting import arm_color
+    return '#56B4E9' if arm == 'reset on add' else arm_color(arm)
+
 def plot_heat(rows:dict, # {arm: row} of one setting
               title:str='', # what the setting is
              ):
     "One small heat map per arm: tainted entries (summed over requests) per MTP module and prompt position from the end."
-    from vllm_pd_spec.plotting import figure, arm_color, show
+    from vllm_pd_spec.plotting import figure, show
     names = list(rows)
     heats = {a: torch.tensor(rows[a]['heat']) for a in names}
     k, window = heats[names[0]].shape
@@ -467,7 +479,7 @@ def plot_heat(rows:dict, # {arm: row} of one setting
         ax.imshow(h, cmap='Reds', vmin=0, vmax=vmax, aspect='auto')
         for (j, x), v in [((j, x), int(h[j, x])) for j in range(k) for x in range(window)]:
             if v: ax.text(x, j, str(v), ha='center', va='center', fontsize=7, color='white' if v > vmax / 2 else 'black')
-        ax.set_title(a + (' (ours)' if rows[a]['ours'] else ''), color=arm_color(a), fontsize=8.5)
+        ax.set_title(a + (' (ours)' if rows[a]['ours'] else ''), color=_arm_color(a), fontsize=8.5)
         ax.set_xticks([0, window - 1], [f'N-{window}', 'N-1']); ax.set_yticks(range(k), [f'{j}' for j in range(k)]); ax.grid(False)
     axes[0].set_ylabel('MTP module')
     fig.suptitle(title, fontsize=9)
@@ -478,11 +490,11 @@ def plot_acceptance(rows:dict, # {arm: row} of one setting
                     title:str='', # what the setting is
                    ):
     "Mean acceptance length per arm, per-position acceptance, and acceptance by decode-step index."
-    from vllm_pd_spec.plotting import figure, arm_color, legend_outside, show
+    from vllm_pd_spec.plotting import figure, legend_outside, show
     fig, (a0, a1, a2) = figure(ncols=3, height=2.6)
     names = list(rows)
     for i, a in enumerate(names):
-        r, c = rows[a], arm_color(a)
+        r, c = rows[a], _arm_color(a)
         label = a + (' (ours)' if r['ours'] else '')
         a0.bar(i, r['mean_acceptance_length'], color=c, label=label)
         pp = r['per_position_acceptance']
@@ -555,22 +567,45 @@ def plot_sweep(summary:list, # `summarize(...)`
                temperature:float=0.0, # which sampling
               ):
     "Each arm's mean acceptance length minus standalone's on the same prompts, against k; one panel per model; 95% intervals paired per request."
-    from vllm_pd_spec.plotting import figure, arm_color, legend_outside, show
+    from vllm_pd_spec.plotting import figure, legend_outside, show
     models = list(dict.fromkeys(r['model'] for r in summary))
     fig, axes = figure(ncols=len(models), height=2.6, squeeze=False)
     arms = [a for a in dict.fromkeys(r['arm'] for r in summary) if a != 'standalone']
     for ax, m in zip(axes[0], models):
-        ax.axhline(0, color=arm_color('standalone'), lw=1, label='standalone')
+        ax.axhline(0, color=_arm_color('standalone'), lw=1, label='standalone')
         for i, a in enumerate(arms):
             rs = sorted((r for r in summary if (r['model'], r['temperature'], r['arm']) == (m, temperature, a)), key=lambda r: r['k'])
             x = [r['k'] + (i - (len(arms) - 1) / 2) * 0.08 for r in rs]
-            ax.errorbar(x, [r['diff'] for r in rs], yerr=[r['diff_ci'] for r in rs], color=arm_color(a), marker='o', ls='none',
+            ax.errorbar(x, [r['diff'] for r in rs], yerr=[r['diff_ci'] for r in rs], color=_arm_color(a), marker='o', ls='none',
                         capsize=2, label=a + (' (ours)' if rs[0]['ours'] else ''))
         ax.set_title(m); ax.set_xlabel('k (MTP modules)'); ax.set_xticks(sorted({r['k'] for r in summary}))
     axes[0][0].set_ylabel('acceptance length − standalone')
     legend_outside(fig, 'bottom')
     show(fig, alt=f'Mean acceptance length of each P/D arm minus standalone on the same prompts, against k, one panel per model '
                   f'({", ".join(models)}), {"greedy" if temperature == 0 else f"temperature {temperature}"}, with 95% intervals paired per request (every request of every seed).')
+
+def plot_by_step(summary:list, # `summarize(...)`
+                 temperature:float=0.0, # which sampling
+                 steps:int=16, # decode-step indices
+                ):
+    "vLLM's mean acceptance length at each request's i-th decode step (1 .. `steps`), per arm; one panel per model and k."
+    from vllm_pd_spec.plotting import figure, legend_outside, show
+    models, ks = list(dict.fromkeys(r['model'] for r in summary)), sorted({r['k'] for r in summary})
+    fig, axes = figure(ncols=len(ks), nrows=len(models), height=1.9 * len(models) + 0.6, squeeze=False, sharex=True)
+    for i, m in enumerate(models):
+        for j, k in enumerate(ks):
+            ax = axes[i][j]
+            for a, r in setting(summary, m, k, temperature).items():
+                pts = [(s + 1, v) for s, v in enumerate(r['acceptance_by_step'][:steps]) if v is not None]
+                if pts: ax.plot(*zip(*pts), color=_arm_color(a), lw=1, marker='.', ms=3, alpha=0.85,
+                                label=a + (' (ours)' if r['ours'] else '') if (i, j) == (0, 0) else None)
+            ax.set_title(f'{m}, k={k}', fontsize=8.5); ax.set_xticks([1, 4, 8, 12, 16])
+            if i == len(models) - 1: ax.set_xlabel("request's i-th decode step")
+        axes[i][0].set_ylabel('acceptance length')
+    legend_outside(fig, 'bottom')
+    show(fig, alt=f"vLLM's mean acceptance length at each request's i-th decode step (1 to {steps}), one line per arm, one panel per "
+                  f"model ({', '.join(models)}) and k ({', '.join(map(str, ks))}), "
+                  f"{'greedy' if temperature == 0 else f'temperature {temperature}'}, averaged over the seeds.")
 
 def sweep_table(summary:list, # `summarize(...)`
                 model:str, temperature:float)->str:
@@ -596,7 +631,7 @@ def save_run(res:ExperimentResult, path:str|Path)->Path:
     path.write_text(json.dumps(res.to_json(), indent=1, default=str))
     return path
 
-def load_run(path:str|Path='runs/fix2_full.json')->dict|None:
+def load_run(path:str|Path=SWEEP_RUN)->dict|None:
     "A saved run, or None when there is none."
     path = Path(path)
     return json.loads(path.read_text()) if path.is_file() else None
