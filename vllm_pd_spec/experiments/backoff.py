@@ -1,4 +1,4 @@
-"""How fix 2's experiment is run: the same engine in five named configurations (vLLM 0.27.1's backoff, 0.33.0's backoff, upstream's hand-off prototype, our backoff + hand-off, standalone) on the same prompts; acceptance, and a census of the drafter KV entries that still embed the prefill instance's guesses, checked against the contract.
+"""How fix 2's experiment is run: the same engine in six named configurations (vLLM 0.27.1, 0.33.0's backoff, ours: 0.33.0 with the drafter's per-slot rows reset on add, upstream's hand-off prototype, our backoff + hand-off, standalone) on the same prompts; vLLM's acceptance count, and a census of the drafter KV entries on the decoding instance that still embed the prefill instance's guesses or a stale re-prefill, checked against the contract.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.html.md"""
 
