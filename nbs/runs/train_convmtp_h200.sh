@@ -7,9 +7,9 @@
 #   3. then on the CPUs: the variant's gates and both costs (the engine in float64, standalone, as the gates page measures).
 # Needs torch on the machine; fastcore travels as a wheel in .whl/ (git-ignored), fetched with:
 #   python3 -m pip download --no-deps --only-binary=:all: -d .whl fastcore==2.2.41
-# Run from the repository root:  bash nbs/runs/train_convmtp_h200.sh      (everything lands in $OUT/r)
+# Run from the repository root:  bash nbs/runs/train_convmtp_h200.sh      (everything lands in $OUT/results.tgz)
 # Dry run on a CPU, tiny sizes:  DRY_RUN=1 OUT=/tmp/dry bash nbs/runs/train_convmtp_h200.sh
-# Back here: cp -r $OUT/r nbs/runs/convmtp_h200_run1 (weights left out), and
+# Back here: tar xzf results.tgz; cp r/*.* nbs/runs/convmtp_h200_runN/ (the weights stay out of the run folder), and
 #   cp r/text-attn-convmtp/text_attn_convmtp.* vllm_pd_spec/data/   (whatever the gates say: the card records the verdicts)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; R=$OUT/r; mkdir -p $R
@@ -49,3 +49,4 @@ new = Path('$R/text-attn-convmtp/text_attn_convmtp.safetensors'); data = Path('v
 sizes = {p.name: p.stat().st_size for p in data.glob('*.safetensors') if p.name != new.name} | {new.name: new.stat().st_size}
 print(sizes, f'total {sum(sizes.values()) / 2**20:.2f} MiB with the variant (budget 8 MiB)')" > $R/weights_budget.txt 2>&1
 echo "done ($(( $(date +%s) - T0 )) s)" | tee -a $R/times.txt
+cd $OUT && tar czf results.tgz r && rm -rf r   # one file back (the weights and card with the logs)

@@ -211,10 +211,11 @@ def train_variant(name:str='text-attn-convmtp', # a name in `VARIANTS`
         losses = mtp_losses(m, text_batch(train, gen, cfg.batch_size, cfg.seq_len).to(device))
         opt.zero_grad(set_to_none=True); sum(losses.values()).backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0); opt.step()
-        if step == 9 and time_budget:  # the guard: fewer steps if the measured pace would overrun the budget
-            _sync(device); pace = (time.time() - t0) / 10
-            if pace * steps > time_budget: steps = max(10, int(time_budget / pace))
-            rec['probe_s_per_step'], rec['steps_run'] = round(pace, 4), steps
+        if step == 2: _sync(device); t_probe = time.time()
+        if step == 12 and time_budget:  # the guard: fewer steps if the pace of steps 3..12 (after warm-up) would overrun the budget
+            _sync(device); pace = (time.time() - t_probe) / 10
+            if pace * steps > time_budget: steps = max(13, int(time_budget / pace))
+            rec['probe_s_per_step'] = round(pace, 4)
         if step % cfg.eval_every == 0 or step == steps - 1:
             row = dict(stage='drafters', step=step, t=round(time.time() - t0, 1), **{k: round(x.item(), 4) for k, x in losses.items()})
             rec['log'].append(row)
