@@ -69,7 +69,8 @@ class Scheduler:
         self.finished_req_ids: set = set()
         self.finished_recving_kv_req_ids: set = set()
         self._req_block_ids_seen: dict = {}  # request id -> number of blocks per group the runner knows
-        self.spec_decoding_stats = SpecDecodingStats()
+        self.spec_decoding_stats = SpecDecodingStats()  # vLLM's count: a padded step is k drafts, 0 accepted
+        self.spec_decoding_stats_drafted = SpecDecodingStats()  # ours, beside it: steps with at least one real draft
         self.num_recomputed_loads: int = 0  # failed loads sent back to WAITING (kv_load_failure_policy="recompute")
         self.num_ignored_kv_notices: int = 0  # transfer notices for no request waiting on that transfer (upstream asserts)
 
@@ -394,8 +395,7 @@ def update_from_output(self:Scheduler, scheduler_output:SchedulerOutput, model_r
         if scheduled_spec_token_ids:
             num_draft_tokens, num_accepted = len(scheduled_spec_token_ids), max(0, len(generated_token_ids) - 1)
             request.num_computed_tokens -= num_draft_tokens - num_accepted  # the rejected drafts
-            if any(t >= 0 for t in scheduled_spec_token_ids):  # placeholders alone are no drafts
-                self.spec_decoding_stats.observe_draft(num_draft_tokens, num_accepted)
+            if generated_token_ids: self._observe_draft(scheduled_spec_token_ids, num_accepted)
         new_token_ids, stopped = self._update_request_with_output(request, generated_token_ids)
         kv_transfer_params = None
         if stopped:
@@ -411,6 +411,15 @@ def update_from_output(self:Scheduler, scheduler_output:SchedulerOutput, model_r
     kv_connector_output = model_runner_output.kv_connector_output
     if kv_connector_output is not None: self._update_from_kv_xfer_finished(kv_connector_output)
     return outputs
+
+# %% ../../nbs/14_engine_scheduler.ipynb #7d9c5922
+@patch
+def _observe_draft(self:Scheduler, scheduled_spec_token_ids:list, num_accepted:int):
+    "Count one step's drafts as vLLM does (placeholders included), and in the drafted-only count when one is real."
+    num_invalid_spec_tokens = 0  # upstream: `scheduler_output.num_invalid_spec_tokens` (grammar-refused drafts; no grammar here)
+    self.spec_decoding_stats.observe_draft(len(scheduled_spec_token_ids) - num_invalid_spec_tokens, num_accepted)
+    if any(t >= 0 for t in scheduled_spec_token_ids):
+        self.spec_decoding_stats_drafted.observe_draft(len(scheduled_spec_token_ids), num_accepted)
 
 # %% ../../nbs/14_engine_scheduler.ipynb #ed897177
 def toy_runner_output(scheduler:Scheduler, # the scheduler that made `scheduler_output` (its requests are read)
