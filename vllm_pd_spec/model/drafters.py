@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace, asdict
 from .model import (ModelArgs, HybridLM, Block, RMSNorm, MLP, Attention, ModelCache, ForwardMeta,
                                        make_meta, rope, write_kv, paged_attention, _attend)
 
-# %% ../../nbs/23_drafters.ipynb #f47d2780
+# %% ../../nbs/23_drafters.ipynb #540a667c
 class DraftLayer(nn.Module):
     "`norm(block(W [enorm(embed(x_{p+1})); hnorm(h_p)]))`: one MTP module, or EAGLE's single layer."
     def __init__(self, args:ModelArgs, name:str # cache key of its attention layer
@@ -31,6 +31,10 @@ class DraftLayer(nn.Module):
     def _in(self, emb, hidden): return self.eh_proj(torch.cat([self.enorm(emb), self.hnorm(hidden)], -1))
     def dense(self, emb, hidden, positions): return self.norm(self.block.dense(self._in(emb, hidden), positions))
     def paged(self, emb, hidden, positions, meta, cache): return self.norm(self.block.paged(self._in(emb, hidden), positions, meta, cache))
+    def cache_entries(self, emb, hidden, positions)->dict:
+        "Dense: what the layer writes to its cache per position, `{layer: [..., T, 2 * heads * head_dim]}` (rotary keys, then values)."
+        _, k, v = self.block.mixer.qkv(self.block.n1(self._in(emb, hidden)), positions)
+        return {self.name: torch.cat([k.flatten(-2), v.flatten(-2)], -1)}
 
 # %% ../../nbs/23_drafters.ipynb #540a667c
 class MTPDrafter(nn.Module):
@@ -100,15 +104,23 @@ class ConvDraftLayer(nn.Module):
     def name(self)->str: return self.attn.name
     def conv_layers(self)->list: return [f'{self.name}.sconv.kv', f'{self.name}.sconv.out']
     def _in(self, emb, hidden): return self.eh_proj(torch.cat([self.enorm(emb), self.hnorm(hidden)], -1))
-    def dense(self, emb, hidden, positions):
-        "Training form: [B, T] sequences from position 0."
+    def _dense(self, emb, hidden, positions)->tuple:
+        "Training form: `(hidden states, cache_entries)` of [B, T] sequences from position 0."
         x = self._in(emb, hidden); a, A = self.n1(x), self.attn
-        sh = a.shape[:-1] + (A.H, A.D)
-        k, v = short_conv_dense(A.wk(a), self.conv[0]).view(sh), short_conv_dense(A.wv(a), self.conv[1]).view(sh)
+        sh, k_in, v_in = a.shape[:-1] + (A.H, A.D), A.wk(a), A.wv(a)
+        k, v = short_conv_dense(k_in, self.conv[0]).view(sh), short_conv_dense(v_in, self.conv[1]).view(sh)
         q, k = rope(A.wq(a).view(sh), positions, A.theta), rope(k, positions, A.theta)
         mask = torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool, device=x.device).tril()
-        x = x + short_conv_dense(A.wo(_attend(q, k, v, mask).flatten(-2)), self.conv[2])
-        return self.norm(x + short_conv_dense(self.mlp(self.n2(x)), self.conv[3]))
+        o = A.wo(_attend(q, k, v, mask).flatten(-2))
+        x = x + short_conv_dense(o, self.conv[2])
+        m = self.mlp(self.n2(x))
+        entries = {self.name: torch.cat([k.flatten(-2), v.flatten(-2)], -1), f'{self.name}.sconv.kv': torch.cat([k_in, v_in], -1),
+                   f'{self.name}.sconv.out': torch.cat([o, m], -1)}
+        return self.norm(x + short_conv_dense(m, self.conv[3])), entries
+    def dense(self, emb, hidden, positions): return self._dense(emb, hidden, positions)[0]
+    def cache_entries(self, emb, hidden, positions)->dict:
+        "Dense: what the depth writes per position, `{layer: [..., T, width]}`: its attention's keys and values, then each convolution's inputs."
+        return self._dense(emb, hidden, positions)[1]
     def paged(self, emb, hidden, positions, meta, cache):
         "Flat batch: each convolution's inputs go to its cache layer at `slot_mapping`, the keys and values to the attention's."
         x = self._in(emb, hidden); a, A = self.n1(x), self.attn
