@@ -189,3 +189,22 @@ def test_engine_serves_variant_as_the_clean_loop():
     ref, st = spec_decode(m, prompt, 10, 'mtp', k=3)
     assert out == ref == spec_decode(m, prompt, 10)[0]
     assert (eng.spec_stats.num_drafts, list(eng.spec_stats.num_accepted_tokens_per_pos)) == (st.num_drafts, st.accepted_per_pos)
+
+@pytest.mark.parametrize('arm,b', [('legacy', 0), ('backoff', 2), ('handoff', 0)])
+def test_fix2_census_covers_the_conv_state(arm, b):
+    "Fix 2's arms on the conv MTP (ours): the census (attention KV and convolution state per depth) equals the contract with `conv=True`."
+    from vllm_pd_spec.experiments import backoff as X
+    from vllm_pd_spec.contracts import backoff as B
+    from vllm_pd_spec.engine.runner import SamplingParams
+    k, n, m = 3, 24, load_model('text-attn-convmtp', torch.float64)
+    ps = [p[:n] for p in model_prompts('text-attn', 2, 64)]
+    with torch.no_grad(): run = X.serve_arm(arm, m, k, ps, max_tokens=k + 3, backoff=lambda has_mamba, L: b, max_num_seqs=1)
+    assert run['kv']['req-0'].shape[-1] == 2 * 3 * m.args.d_model  # per position: keys and values, then four convolution streams
+    for i, p in enumerate(ps):
+        tokens = p + run['outputs'][i]
+        got = X.census(run['kv'][f'req-{i}'], X.reference_drafter_kv(m, tokens, n, k))
+        e = X.num_matched(run['continuation'][f'req-{i}'], tokens, B.remote_prefill_token_count(n, run['backoff']), k)
+        want = X.predicted(n, k, run['backoff'], run['handoff_window'], e, reset_on_add=run['reset_on_add'], conv=True)
+        assert torch.equal(got, want), (got.nonzero().tolist(), want.nonzero().tolist())
+        if arm == 'legacy':  # the stale re-prefill's taint reaches module 0's last prompt position through the convolution
+            assert got[0, n - 1] and not X.predicted(n, k, run['backoff'], run['handoff_window'], e)[0, n - 1]
