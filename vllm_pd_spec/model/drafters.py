@@ -36,7 +36,7 @@ class DraftLayer(nn.Module):
         _, k, v = self.block.mixer.qkv(self.block.n1(self._in(emb, hidden)), positions)
         return {self.name: torch.cat([k.flatten(-2), v.flatten(-2)], -1)}
 
-# %% ../../nbs/23_drafters.ipynb #540a667c
+# %% ../../nbs/23_drafters.ipynb #c0ec9d27
 class MTPDrafter(nn.Module):
     "`n_mtp` chained MTP modules, each with its own KV (`mtp.0`, `mtp.1`, ...)."
     def __init__(self, args:ModelArgs):
