@@ -204,7 +204,8 @@ def test_fix2_census_covers_the_conv_state(arm, b):
         tokens = p + run['outputs'][i]
         got = X.census(run['kv'][f'req-{i}'], X.reference_drafter_kv(m, tokens, n, k))
         e = X.num_matched(run['continuation'][f'req-{i}'], tokens, B.remote_prefill_token_count(n, run['backoff']), k)
-        want = X.predicted(n, k, run['backoff'], run['handoff_window'], e, reset_on_add=run['reset_on_add'], conv=True)
+        want = X.predicted(n, k, run['backoff'], run['handoff_window'], e, reset_on_add=run['reset_on_add'],
+                           num_rejected=run['log'].first_rejected(f'req-{i}'), conv=True)
         assert torch.equal(got, want), (got.nonzero().tolist(), want.nonzero().tolist())
         if arm == 'legacy':  # the stale re-prefill's taint reaches module 0's last prompt position through the convolution
-            assert got[0, n - 1] and not X.predicted(n, k, run['backoff'], run['handoff_window'], e)[0, n - 1]
+            assert got[0, n - 1] and not X.predicted(n, k, run['backoff'], run['handoff_window'], e, num_rejected=run['log'].first_rejected(f'req-{i}'))[0, n - 1]
