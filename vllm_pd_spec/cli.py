@@ -66,7 +66,7 @@ def run_info(args)->int:
         import json; print(json.dumps(d, indent=1)); return 0
     for k, v in d.items():
         if k == 'models':
-            for m in v: print(f'{"model " + m["name"]:<45} {m["params"]:,} parameters, {m["tokenizer"]}')
+            for m in v: print(f'{"model " + m["name"]:<45} {m["params"]:,} parameters, {m["tokenizer"]}' + (f', a drafter on {m["base"]}' if m.get('base') else ''))
         elif isinstance(v, dict):
             for kk, vv in v.items(): print(f'{"fast path " + kk:<45} {vv}')
         else: print(f'{k:<45} {"not installed" if v is None else v}')

@@ -120,13 +120,13 @@ def prompt_drafter_kv(runner, # an engine's `ModelRunner`
                       req_id:str, # a request it holds
                       num_modules:int, # drafter modules in use (`drafter_modules`: k for MTP, 1 for EAGLE)
                      )->torch.Tensor:
-    "The drafter modules' keys and values at the request's prompt positions: `[modules, prompt positions, 2 * heads * head_dim]`."
+    "The drafter modules' cache entries at the request's prompt positions: `[modules, prompt positions, width]` (keys and values; a conv MTP depth's convolution state after them)."
     r = runner.requests[req_id]
     slots = torch.tensor(runner._slots(r, range(r.prompt_len)))
     rows = []
     for name in runner.drafter_layers[:num_modules]:
-        k_cache, v_cache = runner.cache.kv[name]
-        rows.append(torch.cat([c.view(-1, *c.shape[2:])[slots].flatten(1) for c in (k_cache, v_cache)], -1))
+        own = [name] + [n for n in runner.drafter_layers if n.startswith(name + '.')]  # `mtp.j.sconv.*`: a conv MTP depth's state
+        rows.append(torch.cat([c.view(-1, *c.shape[2:])[slots].flatten(1) for n in own for c in runner.cache.kv[n]], -1))
     return torch.stack(rows).cpu()
 
 class FinalKV(StepObserver):
@@ -160,8 +160,7 @@ def reference_drafter_kv(model:SpecModel, # the served weights (float64)
     for j in range(num_modules):
         layer = layers[j]
         emb = model.target.embed(ids[:, j + 1:j + 1 + n])
-        _, k, v = layer.block.mixer.qkv(layer.block.n1(layer._in(emb, hidden)), pos)
-        rows.append(torch.cat([k[0].flatten(1), v[0].flatten(1)], -1))
+        rows.append(torch.cat(list(layer.cache_entries(emb, hidden, pos).values()), -1)[0])  # the order `prompt_drafter_kv` reads
         hidden = layer.dense(emb, hidden, pos)
     return torch.stack(rows).cpu()
 
@@ -172,14 +171,16 @@ def census(kv:torch.Tensor, # `prompt_drafter_kv` of one request
     return (kv.to(reference.dtype) - reference).abs().amax(-1) > TOL
 
 def predicted(num_prompt_tokens:int, num_modules:int, backoff:int, handoff_window:int, num_matched:int,
-              remote_backoff:int|None=None, reset_on_add:bool=False, num_rejected:int|None=None)->torch.Tensor:
+              remote_backoff:int|None=None, reset_on_add:bool=False, num_rejected:int|None=None,
+              conv:bool=False, # a conv MTP (ours): each depth keeps its attention output per position, so its taint runs to the prompt's end
+             )->torch.Tensor:
     "The contract's `[modules, N]` booleans (`contracts.backoff.draft_tainted_positions`, D's stale re-prefill included)."
     out = torch.zeros(num_modules, num_prompt_tokens, dtype=torch.bool)
     stale = contracts.backoff.stale_reprefill_tokens(num_prompt_tokens, max(0, num_modules - 1), backoff, handoff_window,
                                                      remote_backoff, reset_on_add, num_rejected)
     for j, r in enumerate(contracts.backoff.draft_tainted_positions(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched,
                                                                    remote_backoff, stale)):
-        out[j, r.start:r.stop] = True
+        out[j, r.start:num_prompt_tokens if conv and len(r) else r.stop] = True
     return out
 
 def num_matched(continuation:list, # P's sampled token, then its drafts
@@ -291,7 +292,7 @@ def taint(run:dict, # what `serve_arm` returned
         else:
             e = num_matched(run['continuation'].get(req_id, []), tokens, contracts.backoff.remote_prefill_token_count(n, run['backoff']), m)
             expect = predicted(n, m, run['backoff'], run['handoff_window'], e, run['remote_backoff'], run['reset_on_add'],
-                               run['log'].first_rejected(req_id))
+                               run['log'].first_rejected(req_id), conv=run['method'] == 'mtp' and hasattr(model.mtp, 'kernel'))
         if not torch.equal(found, expect): mismatched.append(req_id)
         per_request.append(int(found.sum()))
         stale += int(found[:, sorted(p for p in run['stale'].get(req_id, ()) if 0 <= p < n)].sum())  # at positions the runner re-prefilled from foreign rows
