@@ -33,15 +33,17 @@ def run_experiment(fix:int, # 1..6
                   )->ExperimentResult:
     "Run one fix's experiment with a progress bar (tqdm: a widget in a notebook, a line on a terminal); times it."
     name, mod = EXPERIMENTS[fix]
-    run = importlib.import_module(mod).run
+    module = importlib.import_module(mod)
+    run, devices = module.run, getattr(module, 'DEVICES', ('cpu', 'cuda'))
+    where = device if device in devices else devices[0]  # an experiment that runs on the CPU only runs there, and says so
     kw = dict(full=True) if full and 'full' in inspect.signature(run).parameters else {}
     bars = []
     def progress(total): bars.append(tqdm(total=total, desc=f'fix {fix}: {name}', file=sys.stderr)); return bars[-1]
     t0 = time.time()
-    try: res = run(device=device, transport=transport, quick=quick, progress=progress, **kw)
+    try: res = run(device=where, transport=transport, quick=quick, progress=progress, **kw)
     finally:
         for bar in bars: bar.close()
-    res.seconds, res.device = round(time.time() - t0, 2), device
+    res.seconds, res.device = round(time.time() - t0, 2), where if where == device else f'{where} ({module.DEVICES_WHY})'
     return res
 
 # %% ../../nbs/30_reproduce.ipynb #152b00bd
@@ -85,7 +87,8 @@ def results_table(results:list # `ExperimentResult`s
         page, bug, seed = FIX_PAGES.get(r.fix, (None, r.name, None))
         seed = seed or _fmt(r.seed_figure)  # the seed's words carry its figure
         name = f'[{r.fix}]({page})' if page else str(r.fix)
-        rows.append([name, f'**{r.name}**: {bug}', f"consequence seen: {'yes' if r.legacy_consequence_seen else 'no'}",
+        ran = f' *Ran on {r.device}.*' if '(' in r.device else ''  # an experiment that could not run where asked
+        rows.append([name, f'**{r.name}**: {bug}{ran}', f"consequence seen: {'yes' if r.legacy_consequence_seen else 'no'}",
                      f"invariant held: {'yes' if r.invariant_holds else 'NO'}", '', '', seed])
         for s in _setting_rows(r):
             legacy, fixed, other = _arms(s)
