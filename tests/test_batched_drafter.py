@@ -53,3 +53,27 @@ def test_drafter_forwards_per_step(method, per_step, monkeypatch):
     assert outs == outs_ref
     assert max(n for _, n in steps) == per_step and any(rows == 4 for rows, _ in steps)
     assert any(n == 4 * per_step for rows, n in steps_ref if rows == 4)  # the per-request path: one pass per row
+
+@pytest.mark.parametrize('method', ['mtp', 'dflash'])
+def test_gathered_attention_equals_row_loop(method, monkeypatch):
+    "The attention that reads every row at once (the CUDA default) gives the row loop's tokens, causal (MTP) and block (DFlash)."
+    from vllm_pd_spec.model import model as M
+    m, outs = model('text-hybrid'), {}
+    for backend in ('rows', 'gather'):
+        monkeypatch.setattr(M, 'PAGED_ATTENTION', backend)
+        eng = LLMEngine(make_config(method, 3, model=m, scheduler_config=SchedulerConfig(max_num_batched_tokens=40)), m, dtype=torch.float64)
+        with torch.no_grad(): outs[backend] = (eng.generate(model_prompts('text-hybrid', 3, 24), max_tokens=8), eng.spec_stats.num_accepted_tokens_per_pos)
+    assert outs['rows'] == outs['gather']
+
+@pytest.mark.gpu
+@pytest.mark.parametrize('method', ['mtp', 'eagle', 'dflash'])
+def test_cuda_paths_equal(method, monkeypatch):
+    "On CUDA in float64: the batched drafter with gathered attention gives the per-request row loop's tokens and acceptance."
+    from vllm_pd_spec.model import model as M
+    m, outs = load_model('text-hybrid', torch.float64, device='cuda'), {}
+    for batched, backend in ((True, 'gather'), (False, 'rows')):
+        monkeypatch.setattr(ModelRunner, 'batched_drafter', batched); monkeypatch.setattr(M, 'PAGED_ATTENTION', backend)
+        eng = LLMEngine(make_config(method, 3, model=m, scheduler_config=SchedulerConfig(max_num_batched_tokens=64)), m,
+                        device='cuda', dtype=torch.float64)
+        with torch.no_grad(): outs[batched] = (eng.generate(model_prompts('text-hybrid', 8, 32), max_tokens=12), eng.spec_stats.num_accepted_tokens_per_pos)
+    assert outs[True] == outs[False]
