@@ -36,8 +36,8 @@ def bench_row(model, batched:bool, prompts, warm, k, max_tokens, device, profile
     engine, _ = F.build(arm, model, k, len(warm), len(warm[0]), max_tokens, device, F.SamplingParams())
     engine.generate(warm, max_tokens=max_tokens)
     engine, _ = F.build(arm, model, k, len(prompts), len(prompts[0]), max_tokens, device, F.SamplingParams())
-    calls = []
-    hook = model.mtp.register_forward_pre_hook(lambda *_: calls.append(1))
+    calls = []  # the runner's own copy of the weights (it copies the caller's when their device or dtype differ)
+    hook = engine.runner.model.mtp.register_forward_pre_hook(lambda *_: calls.append(1))
     per_step, run_step = [], engine.step
     def counted():
         n = len(calls); out = run_step(); per_step.append(len(calls) - n); return out
