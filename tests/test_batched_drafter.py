@@ -14,18 +14,19 @@ def one_thread():
 @functools.lru_cache(None)
 def model(name='text-attn'): return load_model(name, torch.float64)
 
-def serve(arm, batched, name='text-attn', k=3, monkeypatch=None):
+def serve(arm, batched, name='text-attn', k=3, monkeypatch=None, method='mtp'):
     "One fix-2 arm on four prompts of 20 tokens, both engines drafting batched or per request."
     prompts = model_prompts(name, 4, 20)
     monkeypatch.setattr(ModelRunner, 'batched_drafter', batched)
-    with torch.no_grad(): run = X.serve_arm(arm, model(name), k, prompts, max_tokens=8, max_num_seqs=4)
+    with torch.no_grad(): run = X.serve_arm(arm, model(name), k, prompts, max_tokens=8, max_num_seqs=4, method=method)
     return run, X.taint(run, model(name), prompts, k)
 
-@pytest.mark.parametrize('arm,name', [('legacy', 'text-attn'), ('backoff', 'text-attn'), ('reset on add', 'text-attn'),
-                                      ('backoff+handoff', 'text-attn'), ('backoff', 'text-hybrid')])
-def test_batched_equals_per_request_fix2(arm, name, monkeypatch):
+@pytest.mark.parametrize('arm,name,method', [('legacy', 'text-attn', 'mtp'), ('backoff', 'text-attn', 'mtp'), ('reset on add', 'text-attn', 'mtp'),
+                                             ('backoff+handoff', 'text-attn', 'mtp'), ('backoff', 'text-hybrid', 'mtp'),
+                                             ('legacy', 'text-hybrid', 'eagle'), ('handoff', 'text-attn', 'eagle')])
+def test_batched_equals_per_request_fix2(arm, name, method, monkeypatch):
     "Outputs, acceptance per position, the census and the stale re-prefill positions: equal on both paths (float64)."
-    (a, ta), (b, tb) = serve(arm, True, name, monkeypatch=monkeypatch), serve(arm, False, name, monkeypatch=monkeypatch)
+    (a, ta), (b, tb) = (serve(arm, batched, name, monkeypatch=monkeypatch, method=method) for batched in (True, False))
     assert a['outputs'] == b['outputs']
     assert a['stats'].num_accepted_tokens_per_pos == b['stats'].num_accepted_tokens_per_pos
     assert ta == tb and a['stale'] == b['stale']
