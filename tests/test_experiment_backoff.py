@@ -33,7 +33,8 @@ def census_vs_contract(arm:str, k:int, n:int, b:int, temperature:float=0.0, name
         tokens = p + run['outputs'][i]
         got.append(X.census(run['kv'][f'req-{i}'], X.reference_drafter_kv(model(name), tokens, n, k)))
         e = X.num_matched(run['continuation'][f'req-{i}'], tokens, B.remote_prefill_token_count(n, run['backoff']), k)
-        want.append(X.predicted(n, k, run['backoff'], run['handoff_window'], e, reset_on_add=run['reset_on_add']))
+        want.append(X.predicted(n, k, run['backoff'], run['handoff_window'], e, reset_on_add=run['reset_on_add'],
+                                num_rejected=run['log'].first_rejected(f'req-{i}')))
     return got, want
 
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
@@ -59,6 +60,12 @@ def test_stale_reprefill_reaches_module_0():
             assert torch.equal(g, w) and g[0, n - k:n - 1].all() and not g[0, n - 1] and g[1:, n - k:].all()
     got, want = census_vs_contract('reset on add', k, n, 1, count=3, max_num_seqs=1)  # ours, where a backoff of 1 pads: nothing stale
     assert B.stale_reprefill_tokens(n, k - 1, 1) == 2 and all(torch.equal(g, w) and not g[0, n - k] for g, w in zip(got, want))
+
+def test_short_tail_leaves_rows_unwritten():
+    "A backoff of 2 under k = 4 leaves D a 2-token first window: it writes 2 of 3 rows, and a first decode step rejecting 4 reaches the third."
+    got, want = census_vs_contract('legacy', 4, 32, 2, count=3, max_num_seqs=1)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert B.stale_reprefill_tokens(32, 3, 2) == 1 and B.stale_reprefill_tokens(32, 3, 2, num_rejected=3) == 0
 
 def test_census_sees_the_taint():
     "The census is not vacuous: 0.33.0's backoff leaves entries that differ, where the contract says."

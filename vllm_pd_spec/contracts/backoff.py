@@ -131,15 +131,21 @@ def stale_reprefill_tokens(num_prompt_tokens:int, # the full prompt's length N
                            handoff_window:int=0, # hidden states P ships (a hand-off re-prefills from them instead)
                            remote_backoff:int|None=None, # D's backoff, if it differs from P's
                            reset_on_add:bool=False, # ours: a request never re-prefills rows it did not write
+                           num_rejected:int|None=None, # drafts D's first decode step after a longer tail rejected (None: all `num_rows + 1`)
                           )->int:
-    "Positions D's first step re-prefills from slot rows its request never wrote: `num_rows` when that step is a padded one-token tail, else 0."
+    "Positions just before D's first computed position that D re-prefills from slot rows its request never wrote."
     N, rows, b = _int('num_prompt_tokens', num_prompt_tokens, 1), _int('num_rows', num_rows), _int('backoff', backoff)
     _int('handoff_window', handoff_window); _bool('reset_on_add', reset_on_add)
+    r = rows + 1 if num_rejected is None else _int('num_rejected', num_rejected)
     loaded = remote_prefill_token_count(N, b if remote_backoff is None else _int('remote_backoff', remote_backoff))
+    if handoff_window or reset_on_add or N == 1: return 0
     # D computes one prompt token (the last, after a full load or a backoff of 1): the scheduler pads it with k placeholder
     # drafts, all rejected, and the speculator re-prefills max(0, k - 1) positions before it from the slot's rows
-    padded_tail = N > 1 and loaded >= N - 1
-    return 0 if handoff_window or reset_on_add or not padded_tail else min(rows, N - 1)
+    tail = N - min(loaded, N - 1)
+    if tail == 1: return min(rows, N - 1)
+    # a longer tail is D's first drafter window: it writes only its last min(k - 1, tail) rows, and the first decode step's
+    # re-prefill of max(0, num_rejected - 1) rows reaches below them when the tail is shorter than that
+    return max(0, min(rows, r - 1) - tail)
 
 def _taint_bounds(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched, remote_backoff)->tuple:
     "`(E, F)`: module `j`'s loaded taint starts at `max(0, E - j)`; D's drafter writes from `F` on."

@@ -72,7 +72,7 @@ class EngineCoreOutput:
 @dataclass
 class SpecDecodingStats:
     "Counters for acceptance: drafts proposed, accepted, and accepted per draft position."
-    num_drafts:int=0 # rows with real drafts
+    num_drafts:int=0 # rows counted (as vLLM counts: a padded row of placeholders too)
     num_draft_tokens:int=0 # drafts proposed
     num_accepted_tokens:int=0 # drafts accepted
     num_accepted_tokens_per_pos:list=field(default_factory=list) # accepted drafts at each draft position

@@ -1,4 +1,4 @@
-"""How fix 2's experiment is run: the same engine in five named configurations (vLLM 0.27.1's backoff, 0.33.0's backoff, upstream's hand-off prototype, our backoff + hand-off, standalone) on the same prompts; acceptance, and a census of the drafter KV entries that still embed the prefill instance's guesses, checked against the contract.
+"""How fix 2's experiment is run: the same engine in six named configurations (vLLM 0.27.1, 0.33.0's backoff, ours: 0.33.0 with the drafter's per-slot rows reset on add, upstream's hand-off prototype, our backoff + hand-off, standalone) on the same prompts; vLLM's acceptance count, and a census of the drafter KV entries on the decoding instance that still embed the prefill instance's guesses or a stale re-prefill, checked against the contract.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.html.md"""
 
@@ -8,9 +8,9 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.htm
 __all__ = ['LEGACY_0271', 'FIXES_0290', 'ARMS', 'ARM_0290', 'TOL', 'MODELS', 'KS', 'NUM_SEEDS', 'PROMPT_LEN', 'MAX_TOKENS',
            'TEMPERATURE', 'DEFAULT', 'QUICK', 'FULL', 'SWEEP_RUN', 'SEED_FIGURE', 'NOTES', 'Arm', 'use_backoff',
            'StepLog', 'Continuation', 'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census', 'predicted',
-           'num_matched', 'serve_arm', 'serve', 'taint', 'acceptance', 'prompt_set', 'run_setting', 'run', 'arms_table',
-           'plot_heat', 'plot_acceptance', 't975', 'mean_ci', 'paired', 'summarize', 'setting', 'plot_sweep',
-           'plot_by_step', 'sweep_table', 'save_run', 'load_run']
+           'num_matched', 'serve_arm', 'serve', 'taint', 'acceptance', 'prompt_set', 'run_setting', 'sweep_config',
+           'sweep_setup', 'run', 'arms_table', 'plot_heat', 'plot_acceptance', 't975', 'mean_ci', 'paired', 'summarize',
+           'setting', 'plot_sweep', 'plot_by_step', 'sweep_table', 'save_run', 'load_run']
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #9f5d71ce
 # Over 400 lines: the arms, the census and the sweep of one experiment; each function is short.
@@ -91,6 +91,10 @@ class StepLog(StepObserver):
         "The request's steps vLLM counts (spec tokens scheduled, tokens generated): accepted drafts at each."
         return [x[2] for x in self.steps.get(req_id, []) if x[0] > 0]
 
+    def first_rejected(self, req_id:str)->int:
+        "Drafts rejected in the request's first step with real drafts (0 when it had none)."
+        return next((x[1] - x[2] for x in self.steps.get(req_id, []) if x[1] > 0), 0)
+
     def by_step(self, steps:int=16)->list:
         "Mean acceptance length at each request's i-th counted decode step, i = 1 .. `steps` (None where no request got that far)."
         cols = [[a[i] for a in map(self.counted, self.steps) if len(a) > i] for i in range(steps)]
@@ -168,11 +172,11 @@ def census(kv:torch.Tensor, # `prompt_drafter_kv` of one request
     return (kv.to(reference.dtype) - reference).abs().amax(-1) > TOL
 
 def predicted(num_prompt_tokens:int, num_modules:int, backoff:int, handoff_window:int, num_matched:int,
-              remote_backoff:int|None=None, reset_on_add:bool=False)->torch.Tensor:
+              remote_backoff:int|None=None, reset_on_add:bool=False, num_rejected:int|None=None)->torch.Tensor:
     "The contract's `[modules, N]` booleans (`contracts.backoff.draft_tainted_positions`, D's stale re-prefill included)."
     out = torch.zeros(num_modules, num_prompt_tokens, dtype=torch.bool)
     stale = contracts.backoff.stale_reprefill_tokens(num_prompt_tokens, max(0, num_modules - 1), backoff, handoff_window,
-                                                     remote_backoff, reset_on_add)
+                                                     remote_backoff, reset_on_add, num_rejected)
     for j, r in enumerate(contracts.backoff.draft_tainted_positions(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched,
                                                                    remote_backoff, stale)):
         out[j, r.start:r.stop] = True
@@ -286,7 +290,8 @@ def taint(run:dict, # what `serve_arm` returned
         if run['arm'] == 'standalone': expect = torch.zeros_like(found)
         else:
             e = num_matched(run['continuation'].get(req_id, []), tokens, contracts.backoff.remote_prefill_token_count(n, run['backoff']), m)
-            expect = predicted(n, m, run['backoff'], run['handoff_window'], e, run['remote_backoff'], run['reset_on_add'])
+            expect = predicted(n, m, run['backoff'], run['handoff_window'], e, run['remote_backoff'], run['reset_on_add'],
+                               run['log'].first_rejected(req_id))
         if not torch.equal(found, expect): mismatched.append(req_id)
         per_request.append(int(found.sum()))
         stale += int(found[:, sorted(p for p in run['stale'].get(req_id, ()) if 0 <= p < n)].sum())  # at positions the runner re-prefilled from foreign rows
@@ -316,7 +321,7 @@ PROMPT_LEN, MAX_TOKENS, TEMPERATURE = 256, 128, 1.0
 DEFAULT = dict(model='text-attn', k=3, num_prompts=6, temperature=0.0, seed=0)  # `reproduce --fix 2`: about 10 s on 2 cores
 QUICK = dict(num_prompts=4)
 FULL = dict(models=MODELS, ks=KS, temperatures=(0.0, TEMPERATURE), seeds=tuple(range(NUM_SEEDS)), num_prompts=16)  # 16 per seed; the run's time is saved with it
-SWEEP_RUN = 'runs/fix2_full.json'  # the saved sweep the pages read (relative to nbs/)
+SWEEP_RUN = 'runs/fix2_greedy.json'  # the saved sweep the pages read (relative to nbs/): `run(full=True, temperatures=(0.0,))`
 
 def prompt_set(model_name:str, # the text model the prompts are for (its tokenizer encodes them)
                seed:int, # 0 .. NUM_SEEDS - 1: which of the disjoint sets
@@ -374,6 +379,19 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, float64, CPU): seven arms 
          "differences paired per request. legacy/fixed/standalone headline: the legacy, backoff and standalone arms at the default setting. The seed's 1.089 is a production deployment's mean acceptance length "
          "before #55055 (model and k not given); nothing here is tuned toward it. GPU timing: tools/fix2_gpu.py (its saved run is on the fix-2 page).")
 
+def sweep_config(quick:bool=False, full:bool=False, temperatures:tuple|None=None)->dict:
+    "The models, k, samplings, seeds and prompt count `run` serves."
+    if temperatures is not None and not full: raise ValueError('temperatures: only with full=True (the default run is greedy)')
+    if not full: return dict(models=(DEFAULT['model'],), ks=(DEFAULT['k'],), temperatures=(DEFAULT['temperature'],),
+                             seeds=(DEFAULT['seed'],), num_prompts=(QUICK if quick else DEFAULT)['num_prompts'])
+    return dict(FULL, temperatures=tuple(temperatures)) if temperatures is not None else FULL
+
+def sweep_setup(cfg:dict, transport:str='local', quick:bool=False, full:bool=False)->dict:
+    "The `setup` a result carries: enough to rerun it."
+    return dict(cfg, prompt_len=PROMPT_LEN, max_tokens=MAX_TOKENS, arms={a.name: a.what for a in ARMS.values()}, dtype='float64',
+                method='mtp', tol=TOL, torch_threads=1, transport=transport, quick=quick, full=full,
+                prompts=f"model_prompts(model, num_prompts * {NUM_SEEDS}, {PROMPT_LEN})[seed::{NUM_SEEDS}]: held-out source in the model's tokenizer")
+
 def _paired_json(a:dict, b:dict)->dict:
     "`a - b` paired per request (rows of the same prompts): mean, 95% half-width, requests."
     d, ci, n = paired(a['per_request'], b['per_request'])
@@ -417,14 +435,12 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engines run
         quick:bool=False, # fewer prompts
         progress=None, # `progress(total)` -> a bar with `.update()`, or None
         full:bool=False, # the whole sweep (both models, k = 2, 3, 4, greedy and temperature 1, 3 seeds): minutes
+        temperatures:tuple|None=None, # with `full`: only these samplings (e.g. `(0.0,)`, the greedy sweep); default: `FULL`'s
        )->ExperimentResult:
     "Fix 2's experiment: every arm on the same prompts; acceptance, the taint census, the contract's prediction."
     check_device(device); check_transport(transport)
-    cfg = FULL if full else dict(models=(DEFAULT['model'],), ks=(DEFAULT['k'],), temperatures=(DEFAULT['temperature'],),
-                                 seeds=(DEFAULT['seed'],), num_prompts=(QUICK if quick else DEFAULT)['num_prompts'])
-    setup = dict(cfg, prompt_len=PROMPT_LEN, max_tokens=MAX_TOKENS, arms={a.name: a.what for a in ARMS.values()}, dtype='float64',
-                 method='mtp', tol=TOL, torch_threads=1, transport=transport, quick=quick, full=full,
-                 prompts=f"model_prompts(model, num_prompts * {NUM_SEEDS}, {PROMPT_LEN})[seed::{NUM_SEEDS}]: held-out source in the model's tokenizer")
+    cfg = sweep_config(quick, full, temperatures)
+    setup = sweep_setup(cfg, transport, quick, full)
     n_runs = len(cfg['models']) * len(cfg['ks']) * len(cfg['temperatures']) * len(cfg['seeds']) * len(ARMS)
     bar = progress(n_runs) if progress is not None else None
     rows, settings = [], {}
