@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/runner.html.md"""
 
 # %% auto #0
 __all__ = ['REPREFILL_STATES', 'model_config', 'drafter_layer_names', 'CachedRequestState', 'SamplingParams', 'ModelRunner',
-           'StepInputs']
+           'StepInputs', 'DraftRow']
 
 # %% ../../nbs/25_runner.ipynb #d33420ec
 # Over 400 lines: the model runner keeps upstream's step order (state, inputs, forward, verify, post-update, draft) in one module, as `vllm/v1/worker/gpu/model_runner.py` does.
@@ -121,6 +121,7 @@ class ModelRunner:
         self.drafter_layers = drafter_layer_names(self.model, self.method)
         self.requests, self.free_slots = {}, list(range(max_reqs))
         self._make_buffers(max_reqs, spec)
+        self.draft_queue = []  # rows waiting for the step's batched drafter pass
         self.finished_states = {}  # req id -> GDN state snapshot (P sends it after the request finished)
         self.slot_checker, self.worker = slot_checker, worker
         # the hand-off: P ships its last `max(1, num_prefill_lookahead_tokens)` target hidden states; D samples from the
@@ -391,8 +392,7 @@ def _post_update(self:ModelRunner, i:int, inputs:StepInputs, hidden_states:torch
     if sampled:  # verified tokens: everything before the drafts, the accepted drafts, the bonus token
         req.tokens = req.tokens[:num_computed + n - len(draft_token_ids)] + sampled
     self._write_back(req, sampled)
-    req.drafts = self._propose(req, num_computed, n - num_rejected, num_rejected, emit=bool(sampled)) if self.method else []
-    self._trim_hidden(req)
+    self._draft(req, num_computed, n - num_rejected, num_rejected, emit=bool(sampled))
     return sampled
 
 @patch
@@ -413,6 +413,7 @@ def execute_model(self:ModelRunner, so:SchedulerOutput)->ModelRunnerOutput:
         sampled_token_ids = [self._post_update(i, inputs, hidden_states, logits, query_start_loc) for i in range(len(req_ids))]
     for req_id, (n, draft_token_ids) in record_rows.items():
         req_ids.append(req_id); sampled_token_ids.append(self._sample_from_record(req_id, n, draft_token_ids))
+    self._propose_batch()  # the batched path: one drafter pass over every row queued above
     spec_token_ids = [list(self.requests[req_id].drafts) for req_id in req_ids] if self.method else None
     self._save_boundary_states()
     kv_connector_output = self.worker.get_finished() if self.worker is not None else None
@@ -452,8 +453,7 @@ def _sample_from_record(self:ModelRunner, req_id:str, num_scheduled:int, draft_t
     req.num_computed, req.num_accepted = num_computed + 1, 1  # P's GDN state stays current
     req.tokens = req.tokens[:num_computed + 1] + sampled
     self._write_back(req, sampled)
-    req.drafts = self._propose(req, num_computed, 1, num_rejected, emit=True) if self.method else []
-    self._trim_hidden(req)
+    self._draft(req, num_computed, 1, num_rejected, emit=True)
     return sampled
 
 # %% ../../nbs/25_runner.ipynb #24f92457
@@ -485,9 +485,9 @@ def _propose(self:ModelRunner, req:CachedRequestState, start:int, num_verified:i
 
 # %% ../../nbs/25_runner.ipynb #0cdabac2
 @patch
-def _propose_mtp(self:ModelRunner, req:CachedRequestState, start:int, num_verified:int, num_rejected:int, emit:bool)->list:
-    "Multi-module MTP: re-prefill from the slot's rows, cache the window's tail, then `k` modules, each shifting the ids by one."
-    target, last = self.model.target, start + num_verified - 1
+def _mtp_window(self:ModelRunner, req:CachedRequestState, start:int, num_verified:int, num_rejected:int)->tuple:
+    "Module 0's `(input ids, hidden states, positions)`: the re-prefilled rows, then the window; its tail cached in the slot's rows."
+    last = start + num_verified - 1
     ids = [self._ahead(req, p + 1, []) for p in range(start, last + 1)]  # module 0 reads the token one ahead
     hidden = torch.stack([req.hidden[p] for p in range(start, last + 1)])
     if req.pending_repair:  # D's hand-off window (upstream main's prototype): P's hidden states and the real tokens
@@ -497,8 +497,14 @@ def _propose_mtp(self:ModelRunner, req:CachedRequestState, start:int, num_verifi
     else:  # upstream's num_reprefill_tokens = max(0, num_rejected - 1), read from the slot's rows (never before position 0)
         cached_ids, cached_hidden = self._reprefill_inputs(req, start, min(max(0, num_rejected - 1), start))
         n, ids, hidden = len(cached_ids), cached_ids + ids, torch.cat([cached_hidden, hidden])
-    positions = list(range(start - n, last + 1))
     self._cache_inputs(req, ids, hidden)
+    return ids, hidden, list(range(start - n, last + 1))
+
+@patch
+def _propose_mtp(self:ModelRunner, req:CachedRequestState, start:int, num_verified:int, num_rejected:int, emit:bool)->list:
+    "Multi-module MTP: re-prefill from the slot's rows, cache the window's tail, then `k` modules, each shifting the ids by one."
+    target, last = self.model.target, start + num_verified - 1
+    ids, hidden, positions = self._mtp_window(req, start, num_verified, num_rejected)
     drafts = []
     for step in range(self.k):
         if step: ids = ids[1:] + [self._ahead(req, last + step + 1, drafts)]  # upstream's `update_draft_inputs`
@@ -509,11 +515,15 @@ def _propose_mtp(self:ModelRunner, req:CachedRequestState, start:int, num_verifi
     return drafts if emit else []
 
 @patch
+def _eagle_window(self:ModelRunner, req:CachedRequestState, start:int, num_verified:int)->list:
+    "EAGLE's first-pass positions: the window, reaching back over D's hand-off window (upstream keeps no per-slot rows for EAGLE: no re-prefill)."
+    first, req.pending_repair = start - req.pending_repair, 0
+    return list(range(first, start + num_verified))
+
+@patch
 def _propose_eagle(self:ModelRunner, req:CachedRequestState, start:int, num_verified:int, num_rejected:int, emit:bool)->list:
     "EAGLE: one pass over the window, then one position per draft from the drafter's own hidden state."
-    target, first = self.model.target, start - req.pending_repair
-    req.pending_repair = 0
-    positions = list(range(first, start + num_verified))  # upstream keeps no per-slot rows for EAGLE: no re-prefill
+    target, positions = self.model.target, self._eagle_window(req, start, num_verified)
     input_ids = torch.tensor([self._ahead(req, p + 1, []) for p in positions], device=self.device)
     position_ids, meta = self._meta_for(req, positions)
     hidden = self.model.eagle(target, input_ids, torch.stack([req.hidden[p] for p in positions]), position_ids, meta, self.cache)[-1:]
@@ -537,3 +547,107 @@ def _propose_dflash(self:ModelRunner, req:CachedRequestState, start:int, num_ver
     position_ids, meta = self._meta_for(req, list(range(sampled_position, sampled_position + self.k + 1)), causal=False)
     input_ids = torch.tensor([req.tokens[sampled_position]] + [self.model.args.mask_token_id] * self.k, device=self.device)
     return target.compute_logits(self.model.dflash(target, input_ids, position_ids, meta, self.cache)[1:]).argmax(-1).tolist()
+
+# %% ../../nbs/25_runner.ipynb #1bef077c
+ModelRunner.batched_drafter = True  # False: one drafter pass per request (the per-request path)
+
+@dataclass
+class DraftRow:
+    "A row queued for the step's batched drafter pass."
+    req:CachedRequestState # the request
+    start:int # the first verified position of this step
+    num_verified:int # positions verified this step
+    num_rejected:int # drafts rejected this step
+    emit:bool # the step sampled a token: return drafts
+
+@patch
+def _draft(self:ModelRunner, req:CachedRequestState, start:int, num_verified:int, num_rejected:int, emit:bool):
+    "Draft for the row now (per-request path) or queue it for the step's batched pass."
+    if self.method and self.batched_drafter:
+        self.draft_queue.append(DraftRow(req, start, num_verified, num_rejected, emit)); return
+    req.drafts = self._propose(req, start, num_verified, num_rejected, emit) if self.method else []
+    self._trim_hidden(req)
+
+@patch
+def _meta_rows(self:ModelRunner, reqs:list, positions:list, causal:bool=True)->tuple:
+    "`(flat positions, meta)` of a drafter forward over one row per request, `positions[r]` the positions of row `r`."
+    on_device = lambda x: torch.as_tensor(x, dtype=torch.long).to(self.device)
+    seq_lens = [p[-1] + 1 for p in positions]
+    flat = torch.tensor([q for p in positions for q in p], dtype=torch.long)
+    slots = torch.repeat_interleave(torch.tensor([r.slot for r in reqs]), torch.tensor([len(p) for p in positions]))
+    block_tables = self.block_table[[r.slot for r in reqs], :cdiv(max(seq_lens), self.bs)]  # a shorter row reads only its first entries
+    return on_device(flat), ForwardMeta(on_device(np.cumsum([0] + [len(p) for p in positions])), on_device(seq_lens),
+                                        on_device(block_tables), on_device(self._slot_mapping(slots, flat)), causal=causal)
+
+@patch
+def _check_rows(self:ModelRunner, reqs:list, positions:list):
+    "Report each row's drafter writes to the slot checker (as `_meta_for` does for one row)."
+    if self.slot_checker is None: return
+    for req, p in zip(reqs, positions): self.slot_checker.check_write(req.req_id, self.attn_group, p, self.method)
+
+@patch
+def _propose_batch(self:ModelRunner):
+    "Run the drafter once over every queued row (vLLM's speculators' `propose`); set each row's drafts."
+    queue, self.draft_queue = self.draft_queue, []
+    for row in queue: row.req.drafts = []
+    rows = [row for row in queue if row.num_verified > 0]
+    if rows: {'mtp': self._propose_mtp_batch, 'eagle': self._propose_eagle_batch, 'dflash': self._propose_dflash_batch}[self.method](rows)
+    for row in queue: self._trim_hidden(row.req)
+
+@patch
+def _propose_mtp_batch(self:ModelRunner, rows:list):
+    "Multi-module MTP over every row: module 0's inputs per row, then each module once over the flat batch."
+    target, reqs, lasts = self.model.target, [r.req for r in rows], [r.start + r.num_verified - 1 for r in rows]
+    ids, hidden, positions = zip(*[self._mtp_window(r.req, r.start, r.num_verified, r.num_rejected) for r in rows])
+    ids, hidden, drafts = list(ids), torch.cat(hidden), [[] for _ in rows]
+    position_ids, meta = self._meta_rows(reqs, positions)
+    last_index = meta.query_start_loc[1:] - 1  # each row's last position: its draft
+    for step in range(self.k):
+        if step: ids = [x[1:] + [self._ahead(req, last + step + 1, d)] for x, req, last, d in zip(ids, reqs, lasts, drafts)]
+        self._check_rows(reqs, positions)
+        hidden = self.model.mtp(target, step, torch.tensor([t for x in ids for t in x], device=self.device), hidden, position_ids, meta, self.cache)
+        for d, t in zip(drafts, target.compute_logits(hidden[last_index]).argmax(-1).tolist()): d.append(t)
+    for r, d in zip(rows, drafts): r.req.drafts = d if r.emit else []
+
+@patch
+def _propose_eagle_batch(self:ModelRunner, rows:list):
+    "EAGLE over every row: one pass over the windows, then one step per draft over one token per emitting row."
+    target, reqs = self.model.target, [r.req for r in rows]
+    positions = [self._eagle_window(r.req, r.start, r.num_verified) for r in rows]
+    input_ids = torch.tensor([self._ahead(req, p + 1, []) for req, ps in zip(reqs, positions) for p in ps], device=self.device)
+    hidden = torch.stack([req.hidden[p] for req, ps in zip(reqs, positions) for p in ps])
+    self._check_rows(reqs, positions)
+    position_ids, meta = self._meta_rows(reqs, positions)
+    hidden = self.model.eagle(target, input_ids, hidden, position_ids, meta, self.cache)[meta.query_start_loc[1:] - 1]
+    keep = [i for i, r in enumerate(rows) if r.emit]
+    if not keep: return
+    hidden, rows = hidden[keep], [rows[i] for i in keep]
+    reqs, drafts = [r.req for r in rows], [[] for _ in rows]
+    for step in range(self.k):
+        for d, t in zip(drafts, target.compute_logits(hidden).argmax(-1).tolist()): d.append(t)
+        if step + 1 < self.k:
+            positions = [[r.start + r.num_verified + step] for r in rows]
+            self._check_rows(reqs, positions)
+            position_ids, meta = self._meta_rows(reqs, positions)
+            hidden = self.model.eagle(target, torch.tensor([d[-1] for d in drafts], device=self.device), hidden, position_ids, meta, self.cache)
+    for r, d in zip(rows, drafts): r.req.drafts = d
+
+@patch
+def _propose_dflash_batch(self:ModelRunner, rows:list):
+    "DFlash over every row: the windows' context entries in one write, then one block forward over every emitting row."
+    target, reqs = self.model.target, [r.req for r in rows]
+    positions = [list(range(r.start, r.start + r.num_verified)) for r in rows]
+    self._check_rows(reqs, positions)
+    position_ids, meta = self._meta_rows(reqs, positions)
+    hidden = torch.stack([req.hidden[p] for req, ps in zip(reqs, positions) for p in ps])
+    self.model.dflash.write_context(hidden, position_ids, meta.slot_mapping, self.cache)
+    rows = [r for r in rows if r.emit]
+    if not rows: return
+    reqs, k = [r.req for r in rows], self.k
+    positions = [list(range(r.start + r.num_verified, r.start + r.num_verified + k + 1)) for r in rows]
+    self._check_rows(reqs, positions)
+    position_ids, meta = self._meta_rows(reqs, positions, causal=False)
+    input_ids = torch.tensor([t for req, ps in zip(reqs, positions) for t in [req.tokens[ps[0]]] + [self.model.args.mask_token_id] * k],
+                             device=self.device)
+    hidden = self.model.dflash(target, input_ids, position_ids, meta, self.cache).view(len(rows), k + 1, -1)[:, 1:]
+    for r, d in zip(rows, target.compute_logits(hidden).argmax(-1).tolist()): r.req.drafts = d
