@@ -215,6 +215,7 @@ def _schedule_waiting(self:Scheduler,
                      )->list:
     "Admit waiting requests in order while budget, slots and running room last; the requests admitted."
     scheduled_new_reqs, skipped_waiting_requests = [], deque()
+    if self.kv_holding_first: self._order_holders_first()  # 0.33.0: a request holding blocks is never behind one holding none
     while self.waiting and token_budget > 0 and len(self.running) < self.max_num_running_reqs:
         request = self.waiting[0]
         if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
@@ -237,7 +238,8 @@ def _schedule_waiting(self:Scheduler,
             slots.legacy_effective_lookahead_tokens(self.num_lookahead_tokens, request.num_computed_tokens))
         new_blocks = self.kv_cache_manager.allocate_slots(
             request, num_new_tokens, num_new_local_computed_tokens + num_external_computed_tokens, new_computed_blocks,
-            effective_lookahead_tokens, delay_cache_blocks=load_kv_async)
+            effective_lookahead_tokens, delay_cache_blocks=load_kv_async,
+            reserved_blocks=self._load_reservation() if load_kv_async else 0)  # #57104: spare the step after the load
         if new_blocks is None: break
         if self.connector is not None:
             self.connector.update_state_after_alloc(request, self.kv_cache_manager.get_blocks(request.request_id),
@@ -271,6 +273,37 @@ def _get_local_prefix_cache_hit(self:Scheduler, request:Request)->tuple:
     if connector is not None and self.uses_connector_path(True, getattr(connector, 'supports_divergent_local_hybrid_hits', False)):
         return self.kv_cache_manager.get_computed_blocks_for_connector(request)
     return (*self.kv_cache_manager.get_computed_blocks(request), False)
+
+# %% ../../nbs/14_engine_scheduler.ipynb #a7c3e002
+from ..contracts import waiting_queue
+from .kv_cache_manager import MambaSpec
+
+Scheduler.kv_holding_first = True  # scan requests holding KV blocks before those holding none (legacy: one FCFS queue)
+Scheduler.reserve_spec_step_blocks = True  # admit an async load only with its first speculative step's blocks spare (#57104)
+
+@patch
+def _holds_kv_blocks(self:Scheduler, request:Request)->bool:
+    "0.33.0's `Scheduler._holds_kv_blocks`: computed tokens kept, or a load in flight."
+    return request.num_computed_tokens > 0 or request.status == RequestStatus.WAITING_FOR_REMOTE_KVS
+
+@patch
+def _order_holders_first(self:Scheduler):
+    "Requests holding blocks first, each group in queue order (0.33.0 keeps them in their own queue)."
+    holders = [r for r in self.waiting if self._holds_kv_blocks(r)]
+    self.waiting = deque(holders + [r for r in self.waiting if not self._holds_kv_blocks(r)])
+
+@patch
+def _spec_decode_step_blocks(self:Scheduler)->int:
+    "0.33.0's `_spec_decode_step_blocks`: blocks one speculative step can need, over the attention groups."
+    groups = sum(not isinstance(g.kv_cache_spec, MambaSpec) for g in self.kv_cache_config.kv_cache_groups)
+    return waiting_queue.spec_decode_step_blocks(self.num_spec_tokens, self.num_lookahead_tokens, self.block_size, groups)
+
+@patch
+def _load_reservation(self:Scheduler)->int:
+    "Blocks an async load being admitted must leave free: a step's margin for it and each load in flight (0 when off)."
+    if not self.reserve_spec_step_blocks: return 0
+    in_flight = sum(r.status == RequestStatus.WAITING_FOR_REMOTE_KVS for r in self.waiting)
+    return self._spec_decode_step_blocks() * (in_flight + 1)
 
 # %% ../../nbs/14_engine_scheduler.ipynb #2585747f
 @patch
