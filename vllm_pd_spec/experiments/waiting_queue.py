@@ -55,7 +55,8 @@ def burst(form:str, # a key of `FORMS`
                                       kv_transfer_params=dict(o.kv_transfer_params or {})))
         if len(sent) == num_requests and not D.has_work(): break
         out = D.step()
-        idle = 0 if (out or D.scheduler.running or P.has_work()) else idle + 1
+        busy = out or D.scheduler.running or P.scheduler.has_unfinished_requests()  # P may still hold blocks nobody reads
+        idle = 0 if busy else idle + 1
         if idle >= idle_steps: stalled = True; break
     s = D.scheduler
     head = s.waiting[0] if s.waiting else None
@@ -86,6 +87,7 @@ def run(full:bool=False, # every form and a larger burst (`FULL`) instead of `QU
         for form in sizes['forms']:
             r = burst(form, num_requests=sizes['num_requests'])
             if not r['stalled']: r['lossless'] = r['outputs'] == standalone(r['prompts'])
+            del r['prompts'], r['outputs']
             rows.append(r)
             if bar is not None: bar.update()
     return dict(rows=rows, setup=dict(full=full, method='mtp', k=3, model='tiny-hybrid', block_size=16, d_blocks=40, p_blocks=1024,
