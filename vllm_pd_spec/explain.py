@@ -146,7 +146,7 @@ def _slot_numbers(spec, role:str, p_len:int, remote:int, B:int, legacy:bool)->di
             'async_load_block_counts': list(blocks(remote, spec, B)) if d_side and spec else None}
 
 # %% ../nbs/08_explain.ipynb #c8e0a002
-from .contracts import draft_groups, state_slots, draft_accounting, connector_lookup
+from .contracts import draft_groups, state_slots, draft_accounting, connector_lookup, waiting_queue
 
 # %% ../nbs/08_explain.ipynb #c8e0a003
 HAZARDS.update({
@@ -169,6 +169,8 @@ HAZARDS.update({
         "prompts under two blocks (#54163)"),
     'connector_path': (10, 'nbs/09d_connector_lookup.ipynb', "any attached connector takes the per-group lookup: a "
         "request can resume where no GDN state is cached if the connector loads tokens past it (#53505)"),
+    'waiting_queue': (11, 'nbs/09k_waiting_queue.ipynb', "D's waiting scan stops at a request that cannot allocate with "
+        "requests holding blocks for landed loads behind it: nothing runs, nothing frees a block, the engine stalls (#57104, #57841)"),
 })
 
 def _groups(model, method)->list:
@@ -206,6 +208,9 @@ def beyond_numbers(d:dict, spec, model, legacy:bool)->dict:
     out['last_block_drop'] = (L.legacy_needs_block_drop if legacy else L.needs_block_drop)(method) if spec else None
     out['next_turn_hit'] = L.next_turn_hit(n, B, method, fixed=not legacy) if hybrid and spec else None
     out['connector_path.no_state_restore'] = (L.legacy_uses_connector_path if legacy else L.uses_connector_path)(True, False) if hybrid and spec else None
+    W, loads = waiting_queue, d_side and spec is not None  # D admits async loads; the drafter's lookahead waits for the promotion
+    out['waiting_queue.holders_first'] = (not legacy) if loads else None
+    out['waiting_queue.load_margin_blocks'] = (0 if legacy else W.spec_decode_step_blocks(k, slots.num_lookahead_tokens(spec), B)) if loads else None
     return out
 
 # %% ../nbs/08_explain.ipynb #f2b0a002

@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/waiting_queue.html.md"""
 
 # %% auto #0
 __all__ = ['LOADS', 'SOURCES', 'Waiting', 'holds_kv_blocks', 'scan_order', 'legacy_scan_order', 'schedule_waiting', 'stranded',
-           'spec_decode_step_blocks', 'async_load_admissible', 'legacy_async_load_admissible', 'admit_loads']
+           'stalls', 'spec_decode_step_blocks', 'async_load_admissible', 'legacy_async_load_admissible', 'admit_loads']
 
 # %% ../../nbs/09k_waiting_queue.ipynb #2de83643
 from dataclasses import dataclass
@@ -73,7 +73,16 @@ def stranded(queue:list, # `Waiting` requests, in queue order
     names = set(r['not_reached'])
     return [w.name for w in queue if w.name in names and holds_kv_blocks(w)]
 
-# %% ../../nbs/09k_waiting_queue.ipynb #5dc347ed
+# %% ../../nbs/09k_waiting_queue.ipynb #d9a6f096
+def stalls(queue:list, # `Waiting` requests, in queue order
+           num_free_blocks:int, # free blocks in the pool
+           fixed:bool=True, # 0.33.0's scan order (True) or one FCFS queue (False)
+          )->bool:
+    "With nothing running: the pass admits nothing and a request holds blocks, so every later pass is the same."
+    r = schedule_waiting(queue, num_free_blocks, fixed)
+    return not r['admitted'] and any(holds_kv_blocks(w) for w in queue)
+
+# %% ../../nbs/09k_waiting_queue.ipynb #d8d73d02
 def spec_decode_step_blocks(num_spec_tokens:int, # k
                             num_lookahead_tokens:int, # the drafter's lookahead slots
                             block_size:int, # tokens per block
@@ -100,7 +109,7 @@ def legacy_async_load_admissible(num_blocks:int, num_free_blocks:int, num_loads_
                  ('margin', margin)): check_int(n, v, 0)
     return num_blocks <= num_free_blocks
 
-# %% ../../nbs/09k_waiting_queue.ipynb #d8d73d02
+# %% ../../nbs/09k_waiting_queue.ipynb #17a2a910
 def admit_loads(blocks:list, # blocks each arriving load allocates, in arrival order
                 num_free_blocks:int, # free blocks before the burst
                 margin:int, # `spec_decode_step_blocks(...)`: what a landed load's promotion allocates (at most)
@@ -116,7 +125,7 @@ def admit_loads(blocks:list, # blocks each arriving load allocates, in arrival o
         queue.append(Waiting(f'L{i}', holds=b, need=margin, load='done')); free -= b
     return queue, free
 
-# %% ../../nbs/09k_waiting_queue.ipynb #17a2a910
+# %% ../../nbs/09k_waiting_queue.ipynb #eb13f054
 SOURCES = {  # form -> where it comes from
     'scan_order': 'vLLM 0.33.0: Scheduler.schedule (kv_holding_waiting before waiting; Scheduler._holds_kv_blocks)',
     'legacy_scan_order': "ours: one FCFS queue, a preempted request at its head (vLLM's scheduler before the queues were split)",
