@@ -149,7 +149,7 @@ def test_burst_over_nixl_waits_for_staging_slots_and_loses_nothing():
     from vllm_pd_spec.config import SchedulerConfig
     sc = SchedulerConfig(max_num_batched_tokens=1024)  # every prompt finishes on P in the first step
     ref = PDPair('mtp', 2, scheduler_config=sc).generate(prompts, max_tokens=3)
-    tr = nixl_transport.NixlPair(num_state_slots=2)
+    tr = nixl_transport.NixlPair(num_state_slots=2, timeout_s=300.0)  # a read waits for its publication, however loaded the machine
     pair = PDPair('mtp', 2, transport=tr, scheduler_config=sc)
     assert pair.generate(prompts, max_tokens=3) == ref and pair.P.dead is None and pair.D.dead is None
     assert tr.stats['prefill-0']['publish_waits'] > 0 and tr.stats['decode-0']['transfers'] == len(prompts)

@@ -107,6 +107,15 @@ class LLMEngine:
         if self.dead is not None: raise EngineDeadError([request.request_id]) from self.dead
         self.check_request(request)  # a bad request is refused here, never inside a step
         self.scheduler.add_request(request); self.outputs.setdefault(request.request_id, [])
+    def abort_request(self, request_id:str):
+        "Abort a request wherever it is (upstream's `abort_request`); it finishes with 'abort'."
+        request = self.scheduler.requests.get(request_id)
+        if request is None or request.is_finished(): return
+        self.scheduler.finish_requests(request_id)
+        self.finished[request_id] = EngineCoreOutput(request_id, [], 'abort', None, 0)
+    def take_output(self, request_id:str)->tuple:
+        "`(tokens, the EngineCoreOutput that finished it)` of a finished request, forgotten by the engine (a server hands them on)."
+        return self.outputs.pop(request_id), self.finished.pop(request_id)
     def add_observer(self, observer:StepObserver)->StepObserver:
         "Watch every following step with `observer`; returns it."
         self.observers.append(observer); return observer
