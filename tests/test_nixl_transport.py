@@ -133,9 +133,27 @@ def test_more_requests_than_staging_slots():
         ra = ra or D.read_blocks('d-t', 'a', ([1, 0], [1, 2]), 'p-t', 'a', ([1, 2], [1, 2]))
         rb = rb or D.read_blocks('d-t', 'b', ([3, 0], [3, 4]), 'p-t', 'b', ([3, 4], [3, 4])); P.get_notifs('p-t')
     assert D.verify(ra) and D.verify(rb) and float(ra.states['gdn']) == 1.0 and float(rb.states['gdn']) == 2.0
-    P.num_state_slots, P._free_slots = 0, []
-    with pytest.raises(RuntimeError, match='num_state_slots'): P.send_blocks('p-t', 'c', ([5], [5]), states={'gdn': torch.tensor([3.0])})
+    assert _wait(lambda: not P.published, P, D)
+    P._free_slots = []  # every staging slot held: the publication waits (backpressure), P does not raise
+    P.send_blocks('p-t', 'c', ([5], [5]), states={'gdn': torch.tensor([3.0])})
+    assert P.in_use()['backlog'] == 1 and 'c' not in P.published and P.stats['publish_waits'] >= 1
+    P._free_slots = [0]; P.get_notifs('p-t')  # a slot frees: the oldest waiting publication goes out
+    assert 'c' in P.published and P.in_use()['backlog'] == 0
     P.close(); D.close()
+
+def test_burst_over_nixl_waits_for_staging_slots_and_loses_nothing():
+    "More requests finish on P in one step than there are staging slots: P holds them back; outputs equal the local transport's."
+    from vllm_pd_spec.engine.llm_engine import PDPair
+    from vllm_pd_spec.model.data import make_prompts
+    prompts = [e.prompt for e in make_prompts(6, seed=5)]
+    from vllm_pd_spec.config import SchedulerConfig
+    sc = SchedulerConfig(max_num_batched_tokens=1024)  # every prompt finishes on P in the first step
+    ref = PDPair('mtp', 2, scheduler_config=sc).generate(prompts, max_tokens=3)
+    tr = nixl_transport.NixlPair(num_state_slots=2, timeout_s=300.0)  # a read waits for its publication, however loaded the machine
+    pair = PDPair('mtp', 2, transport=tr, scheduler_config=sc)
+    assert pair.generate(prompts, max_tokens=3) == ref and pair.P.dead is None and pair.D.dead is None
+    assert tr.stats['prefill-0']['publish_waits'] > 0 and tr.stats['decode-0']['transfers'] == len(prompts)
+    assert not any(any(u.values()) for u in tr.in_use().values())
 
 def _wait(cond, P, D, s=5.0):
     import time; t = time.monotonic()

@@ -144,6 +144,7 @@ class NixlTransport(KVTransport):
         self.published, self.reads, self.pubs_in, self.notifs_out = {}, {}, {}, set()
         self._free_slots, self._reg = list(range(num_state_slots)), None
         self._claimed, self._released = {}, {}  # P: request id -> expiry of a notice before publication / after release
+        self._backlog = {}  # P: request id -> (block ids, states) waiting for a staging slot, oldest first
 
     def register_kv_caches(self, engine_id:str, kv_caches:dict, layer_groups:dict):
         "Register every cache tensor (K and V of every attention and drafter layer) and the state staging area."
@@ -190,19 +191,32 @@ def _send(self:NixlTransport, msg:bytes):
 
 @patch
 def send_blocks(self:NixlTransport, engine_id:str, request_id:str, block_ids:tuple, states:dict|None=None):
-    "Publish a finished P request: checksums of every block and state, states staged; notify D."
+    "Publish a finished P request (or queue it while every staging slot is held); notify D."
     assert engine_id == self.engine_id
     self._poll()
     if self._claimed.pop(request_id, None) is not None:  # D gave up before P published: release at once, send nothing
         self.notifs_out.add(request_id); self.stats['released_on_publish'] += 1; return
+    self._backlog[request_id] = (block_ids, states)
+    self._drain()
+
+@patch
+def _drain(self:NixlTransport):
+    "P: publish the waiting requests, oldest first, while staging slots are free (backpressure, never an error)."
+    while self._backlog:
+        request_id, (block_ids, states) = next(iter(self._backlog.items()))
+        if states and not self._free_slots: self.stats['publish_waits'] += 1; return
+        del self._backlog[request_id]
+        self._publish(request_id, block_ids, states)
+
+@patch
+def _publish(self:NixlTransport, request_id:str, block_ids:tuple, states:dict|None):
+    "P: checksums of every block and state, states staged, the publication sent."
     digests = {}
     for p, (n, t) in self.tensors.items():
         for b in block_ids[self.groups[n]]:
             if b: digests[(p, b)] = digest(t[b])
     slot, layout, sdig = None, [], ()
     if states:
-        if not self._free_slots: raise RuntimeError(f'all {self.num_state_slots} state staging slots are held by published '
-                                                    'requests: give NixlTransport a larger num_state_slots')
         slot = self._free_slots.pop(0)
         buf, off = self.staging[slot], 0
         for name in sorted(states):
@@ -244,6 +258,7 @@ def _on_notice(self:NixlTransport, kind:str, rid:str, now:float):
     "P: D's `done` or `fail`: release the publication, remember a notice that came first, drop a repeated one."
     self.stats[f'p_{kind}'] += 1
     if rid in self.published: self._release(rid); self.notifs_out.add(rid)
+    elif rid in self._backlog: del self._backlog[rid]; self.notifs_out.add(rid)  # D gave up while P waited for a slot
     elif rid in self._released: self.stats['stale_notice'] += 1  # the publication is gone already: nothing to free twice
     else: self._claimed[rid] = now + self.lease_s  # D gave up before P published: free on publication, within the lease
 
@@ -261,6 +276,7 @@ def get_notifs(self:NixlTransport, engine_id:str)->set:
     now = time.monotonic()
     for rid in [r for r, p in self.published.items() if p['deadline'] < now]:
         self._release(rid); self.notifs_out.add(rid); self.stats['lease_expired'] += 1
+    self._drain()  # slots freed above go to the waiting publications
     out, self.notifs_out = self.notifs_out, set()
     return out
 
@@ -378,7 +394,7 @@ def close(self:NixlTransport):
 def in_use(self:NixlTransport)->dict:
     "What this side still holds: publications, reads under way, staging slots taken (all 0 when idle)."
     return dict(published=len(self.published), reads=len(self.reads), state_slots=self.num_state_slots - len(self._free_slots),
-                claims=len(self._claimed))
+                claims=len(self._claimed), backlog=len(self._backlog))
 
 for _name in ('send_blocks', 'read_blocks', 'get_notifs', 'fail_read'): delattr(NixlTransport, f'_orig_{_name}')  # `patch` kept the abstract stubs
 abc.update_abstractmethods(NixlTransport)  # the interface is complete now

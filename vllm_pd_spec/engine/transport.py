@@ -166,10 +166,13 @@ def _plan_error(m)->str|None:
 
 class PDConnectorWorker:
     "Worker side of the P/D connector over a `KVTransport`."
-    def __init__(self, engine_id:str, transport:KVTransport):
-        self.engine_id, self.transport = engine_id, transport
+    def __init__(self, engine_id:str, transport:KVTransport,
+                 history:int=64, # the last reads kept in `records` and the last failures in `failures`
+                ):
+        self.engine_id, self.transport, self.history = engine_id, transport, history
         self._pending_reads, self._done_recving, self._states, self.records = {}, set(), {}, []
-        self._failed, self.failures = set(), []  # failed reads: not yet reported; all, as (request id, why)
+        self._failed, self.failures = set(), []  # failed reads: not yet reported; the last ones, as (request id, why)
+        self._finished = set()  # requests that finished (aborted) with their read still pending: their states are dropped
         self.read_states = None
 
     def register_kv_caches(self, kv_caches:dict, layer_groups:dict, read_states=None):
@@ -194,8 +197,11 @@ class PDConnectorWorker:
             if rec is None: continue
             del self._pending_reads[rid]
             if self.transport.verify(rec):
-                self.records.append(rec); self._states[rid] = rec.states; self._done_recving.add(rid)
+                self.records.append(rec); self._done_recving.add(rid)
+                if rid not in self._finished: self._states[rid] = rec.states
             else: self._failed.add(rid); self.failures.append((rid, rec.error or 'checksum'))
+            self._finished.discard(rid)
+        del self.records[:-self.history], self.failures[:-self.history]  # a bounded history, not one entry per request
 
     def get_finished(self)->KVConnectorOutput:
         "Transfers finished since the last call: sends (P), reads (D), and reads that failed (D)."
@@ -208,3 +214,14 @@ class PDConnectorWorker:
     def take_states(self, request_id:str)->dict|None:
         "The GDN states that arrived for `request_id` (once)."
         return self._states.pop(request_id, None)
+
+    def free_requests(self, request_ids):
+        "Finished requests: drop states that arrived for them, and those of reads still under way when they arrive."
+        for rid in request_ids:
+            self._states.pop(rid, None)
+            if rid in self._pending_reads: self._finished.add(rid)
+
+    def in_use(self)->dict:
+        "Per-request state the worker holds (all 0 when idle): reads pending, states not taken, history kept."
+        return dict(pending_reads=len(self._pending_reads), states=len(self._states), finished=len(self._finished),
+                    records=len(self.records), failures=len(self.failures))
