@@ -94,7 +94,7 @@ def reference(prompts:dict, # request id -> prompt token ids
               max_tokens:dict, # request id -> tokens
              )->dict:
     "Standalone outputs (prefix caching off), request by request."
-    e = toy_engine('standalone', num_blocks=1 + sum(-(-(len(p) + max_tokens[r] + 1) // 4) for r, p in prompts.items()), prefix_caching=False,
+    e = toy_engine('standalone', num_blocks=1 + sum(3 * (-(-(len(p) + max_tokens[r] + 1) // 4)) for r, p in prompts.items()), prefix_caching=False,
                    max_num_seqs=max(1, len(prompts)))
     for r, p in prompts.items(): e.add_request(Request(r, p, max_tokens=max_tokens[r]))
     e.run()
@@ -199,9 +199,9 @@ def soak(requests:int=2000, # requests to send
                 ref.update(reference({r: i['prompt'] for r, i in burst.items()}, {r: i['max_tokens'] for r, i in burst.items()}))
             for rid, i in list(info.items()):  # events that fire this iteration
                 if i['event'] == 'abort_p' and i['where'] == 'P' and it - i['at'] >= i['abort_after']:
-                    P.scheduler.finish_requests(rid); end(rid, 'aborted_p')
+                    P.abort_request(rid); end(rid, 'aborted_p')
                 elif i['event'] == 'abort_d' and i['where'] == 'D' and it - i['d_at'] >= i['abort_after']:
-                    D.scheduler.finish_requests(rid); end(rid, 'aborted_d')
+                    D.abort_request(rid); D.outputs.pop(rid, None); D.finished.pop(rid, None); end(rid, 'aborted_d')
             progressed = False
             if P.scheduler.has_requests():
                 for o in P.step():
@@ -219,11 +219,11 @@ def soak(requests:int=2000, # requests to send
                     progressed = True
                     if o.finish_reason is None or o.request_id not in info: continue
                     rid = o.request_id
-                    out = D.outputs.pop(rid, [])
+                    out = D.outputs.pop(rid, []); D.finished.pop(rid, None)
+                    if o.finish_reason == 'abort': end(rid, 'engine_aborted'); continue  # given up by the engine: lost to its client
                     i = end(rid, 'completed')
                     if out != ref[rid]: mismatched.append(dict(request=rid, fault=i['fault'], got=out, want=ref[rid]))
                     ref.pop(rid, None)
-                    D.finished.pop(rid, None)
             P.finished.clear(); P.outputs.clear()
             for rid in [r for r in ref if r not in info]: ref.pop(rid)
             done = sent - len(info)
@@ -239,7 +239,7 @@ def soak(requests:int=2000, # requests to send
     secs = time.perf_counter() - t0
     lost = len(info)
     report = dict(transport=transport, seed=seed, requests=sent, **{k: counts[k] for k in ('completed', 'aborted_p', 'aborted_d', 'orphaned')},
-                  lost=lost, lost_where=dict(Counter(i['where'] for i in info.values())), mismatched=len(mismatched),
+                  lost=lost + counts['engine_aborted'], engine_aborted=counts['engine_aborted'], lost_where=dict(Counter(i['where'] for i in info.values())), mismatched=len(mismatched),
                   mismatched_by_fault=dict(Counter(str(m['fault']) for m in mismatched)), faults=dict(fault_counts), events=dict(event_counts),
                   injected=dict(getattr(t, 'injected', {})) if transport == 'local' else None,
                   leaked_blocks=dict(P=_leaked(P), D=_leaked(D)), held_transfers=_held(t) if transport == 'local' else
@@ -261,7 +261,7 @@ def verdict(r:dict)->list:
     "What failed (empty: the soak passed)."
     bad = []
     if r['engine_dead']: bad.append(f"an engine died: {r['engine_dead']}")
-    if r['lost']: bad.append(f"{r['lost']} requests lost")
+    if r['lost']: bad.append(f"{r['lost']} requests lost ({r['engine_aborted']} finished 'abort' by the engine)")
     if r['mismatched']: bad.append(f"{r['mismatched']} outputs differ from standalone")
     if any(r['leaked_blocks'].values()): bad.append(f"blocks leaked: {r['leaked_blocks']}")
     if r['held_transfers']: bad.append(f"{r['held_transfers']} transfers still held")
