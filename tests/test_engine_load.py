@@ -119,3 +119,17 @@ def test_per_request_state_freed_and_memory_flat():
     assert tensors() <= n0 + 4, (tensors(), n0)  # no tensor kept per request
     assert _rss_mib() - rss < 64  # 18 more requests: no per-request growth
     assert len(pd.D.worker.records) <= 8 and all(len(e.runner.state_store) < 48 for e in (pd.P, pd.D))
+
+def test_toy_kv_runner_after_a_prefix_hit_equals_standalone():
+    "The toy runner's state counts the tokens of a prefix-cache hit: prompts that share a prefix give their lone outputs."
+    from vllm_pd_spec.experiments.pd_process import build_toy_engine
+    base = list(range(3, 23))
+    prompts = {f's{i}': base[:16] + [40 + i, 41, 42 + i] for i in range(4)}  # 16 shared tokens: four full blocks
+    eng = build_toy_engine('standalone', None)
+    for rid, p in prompts.items():  # one after another: each later one hits the first one's blocks
+        eng.add_request(Request(rid, p, max_tokens=4)); eng.run()
+    hits = [eng.finished[rid].num_cached_tokens for rid in prompts]
+    assert hits[0] == 0 and min(hits[1:]) >= 12  # the later ones started from a hit
+    for rid, p in prompts.items():
+        alone = build_toy_engine('standalone', None)
+        assert alone.generate([p], 4) == [eng.outputs[rid]], rid

@@ -126,13 +126,14 @@ class LLMEngine:
         if self.dead is not None: raise EngineDeadError(self.lost) from self.dead
         try:
             scheduler_output = self.scheduler.schedule()
+            stranded = scheduler_output.total_num_scheduled_tokens == 0 and self._stranded()
             for observer in self.observers: observer.on_schedule(scheduler_output)
             model_runner_output = self.runner.execute_model(scheduler_output)
             outputs = self.scheduler.update_from_output(scheduler_output, model_runner_output)
         except Exception as e:  # upstream: the busy loop's exception kills the engine core, every request fails
             self.dead, self.lost = e, list(self.scheduler.requests)  # every request it held, P's published ones included
             raise EngineDeadError(self.lost) from e
-        if scheduler_output.total_num_scheduled_tokens == 0: outputs += self._finish_stranded()
+        if stranded: outputs += self._finish_stranded()
         for o in outputs:
             self.outputs.setdefault(o.request_id, []).extend(o.new_token_ids)
             if o.finish_reason is not None: self.finished[o.request_id] = o
@@ -213,12 +214,17 @@ def check_request(self:LLMEngine, request:Request):
 
 # %% ../../nbs/26_llm_engine.ipynb #4ea5987d
 @patch
-def _finish_stranded(self:LLMEngine)->list:
-    "An idle engine whose queue head cannot be admitted (no block will ever free): finish the head with 'abort'."
+def _stranded(self:LLMEngine)->bool:
+    "After a `schedule()` that admitted nothing: no request runs, loads or holds a block, yet some wait (none ever will run)."
     s = self.scheduler
-    if s.running or not s.waiting or s.kv_cache_manager.usage > 0: return []
-    if any(r.status not in (RequestStatus.WAITING, RequestStatus.PREEMPTED) for r in s.requests.values()): return []
-    request = s.waiting[0]
+    if s.running or not s.waiting or s.kv_cache_manager.usage > 0: return False
+    return all(r.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED) for r in s.requests.values())
+
+@patch
+def _finish_stranded(self:LLMEngine)->list:
+    "Finish the queue's head of a stranded engine with 'abort'; its `EngineCoreOutput`."
+    request = self.scheduler.waiting[0]
+    s = self.scheduler
     s.finish_requests(request.request_id)
     self.num_stranded += 1
     return [EngineCoreOutput(request.request_id, [], request.get_finished_reason(), None, 0)]
