@@ -165,6 +165,10 @@ def soak(requests:int=2000, # requests to send
 
     def end(rid, how):
         i = info.pop(rid); counts[how] += 1
+        table.pop(rid, None)  # the harness keeps nothing per request either
+        if transport == 'local': t._sealed.pop(rid, None); t._polls.pop(rid, None)
+        else:
+            for side in t.t.values(): side.faults.pop(rid, None)
         if bar is not None: bar.update(1)
         return i
 

@@ -97,5 +97,5 @@ def main(argv=None):
     "Run the experiment from the command line; `--full` saves `nbs/runs/waiting_queue_full.json`."
     return experiment_main(run, 'waiting_queue_full', argv)
 
-# %% ../../nbs/09l_waiting_queue_experiment.ipynb #026a0e36
+# %% ../../nbs/09l_waiting_queue_experiment.ipynb #46d334aa
 if __name__ == '__main__': main()
