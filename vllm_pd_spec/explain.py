@@ -191,7 +191,8 @@ def beyond_numbers(d:dict, spec, model, legacy:bool)->dict:
                             else draft_groups.decode_draft_kv(groups)) if role == 'pd' else None
     pair = state_slots.legacy_pair_state_slots if legacy else state_slots.pair_state_slots
     for name, kp in (('same_width', k), ('p_k1', 1)):  # P at D's width, and P at width 1 (vLLM's own P/D harness), align mode
-        p, dd = state_slots.mamba_block_ids(n, B, kp, 'align', 1), state_slots.mamba_block_ids(n, B, k, 'align', 1001)
+        ns = min(n, B * (max(k, kp) + 3))  # the exchange reads the lists' tails: more leading nulls change nothing, and cost time
+        p, dd = state_slots.mamba_block_ids(ns, B, kp, 'align', 1), state_slots.mamba_block_ids(ns, B, k, 'align', 1001)
         out[f'state_slot_received.{name}'] = (state_slots.received_state(pair(p, kp, dd, k, 'align'), p, kp, dd, k)
                                               if hybrid and role == 'pd' and spec else None)
     remote = backoff.remote_prefill_token_count(n, backoff.prefill_backoff(hybrid, lookahead.num_prefill_lookahead_tokens(spec)))
