@@ -133,3 +133,41 @@ def test_toy_kv_runner_after_a_prefix_hit_equals_standalone():
     for rid, p in prompts.items():
         alone = build_toy_engine('standalone', None)
         assert alone.generate([p], 4) == [eng.outputs[rid]], rid
+
+def test_checksum_failure_drops_ps_block_from_its_prefix_cache():
+    "P's block changes after its checksum: D recomputes, P uncaches the block, and the next same-prompt request is right."
+    from vllm_pd_spec.engine.transport import LocalTransport
+    from vllm_pd_spec.model.data import make_prompts
+    prompt = make_prompts(1, seed=9)[0].prompt
+    ref = LLMEngine(make_config('mtp', 2)).generate([prompt], 4)[0]
+    tr = LocalTransport(faults={'req-0': 'corrupt'})
+    pd = PDPair('mtp', 2, transport=tr)
+    assert pd.generate([prompt], 4) == [ref]  # D's check caught it, D recomputed
+    assert pd.D.worker.failures == [('req-0', 'checksum')] and pd.P.scheduler.num_uncached_corrupt == 1
+    tr.faults.clear()
+    pd.P.add_request(pd._prefill_request('again', prompt))  # the same prompt: P must compute it afresh
+    while 'again' not in pd.P.finished: pd.P.step()
+    o = pd.P.finished['again']
+    assert o.num_cached_tokens == 0  # legacy: a hit on the changed block, whose new checksum then passes on D
+    D2 = LLMEngine(make_config('mtp', 2, role='decode'), transport=tr, engine_id='decode-1')  # a D with no prefix cache of its own
+    D2.add_request(Request('again', prompt, max_tokens=4, kv_transfer_params=dict(o.kv_transfer_params)))
+    while D2.has_work() or pd.P.has_work(): D2.step(); pd.P.step()
+    assert D2.outputs['again'] == ref and not D2.worker.failures
+
+def test_forged_notices_bounded_and_abort_before_read_releases_p():
+    "Notices for ids nobody published are capped; D aborting a request before its read frees P's blocks at once."
+    from vllm_pd_spec.engine.transport import LocalTransport
+    tr = LocalTransport(max_claims=16)
+    for i in range(1000): tr.fail_read('decode-0', f'x{i}', 'prefill-0', f'forged-{i}', 'timeout')
+    assert len(tr.claims) == 16 and tr.stats['dropped_claims'] == 1000 - 16
+    pd = PDPair('mtp', 2, block_size=4, transport=LocalTransport(lease_s=1e9))  # a lease that never runs out
+    prompt = [5, 6, 7, 8, 9, 10, 11, 12, 13]
+    pd.P.add_request(pd._prefill_request('a', prompt))
+    while not pd.P.finished: pd.P.step()
+    params = pd.P.finished['a'].kv_transfer_params
+    assert pd.P.scheduler.requests  # P holds the prompt's blocks for D
+    pd.D.add_request(Request('a', prompt, max_tokens=4, kv_transfer_params=dict(params)))
+    pd.D.abort_request('a')  # before D planned its read: the client went away
+    for _ in range(4): pd.D.step(); pd.P.step()
+    assert not pd.P.scheduler.requests and not pd.D.scheduler.requests and not any(pd.transport.in_use().values())
+    assert pd.transport.stats['fault_aborted'] == 1

@@ -72,6 +72,7 @@ class Scheduler:
         self.spec_decoding_stats = SpecDecodingStats()
         self.num_recomputed_loads: int = 0  # failed loads sent back to WAITING (kv_load_failure_policy="recompute")
         self.num_ignored_kv_notices: int = 0  # transfer notices for no request waiting on that transfer (upstream asserts)
+        self.num_uncached_corrupt: int = 0  # P: requests whose blocks left the prefix cache because D's checksum failed
 
     def add_request(self, request:Request):
         "Queue a new request; the connector's `on_new_request` runs first (fix 3's fixed position)."
@@ -393,6 +394,10 @@ def _update_from_kv_xfer_finished(self:Scheduler, kv_connector_output:KVConnecto
     # blocks. Anything else (unknown, running, repeated, the wrong role) is counted and ignored; upstream asserts.
     # a standalone engine with a connector (an offloading tier: upstream's `kv_both`) both loads and stores
     consumer, producer = self.vllm_config.role != 'prefill', self.vllm_config.role != 'decode'
+    for req_id in kv_connector_output.corrupt_sending:  # P: D read a block that changed after its checksum
+        request = self.requests.get(req_id) if producer else None
+        if request is not None and request.is_finished(): self._uncache_blocks(request)
+        else: self.num_ignored_kv_notices += 1
     for req_id in kv_connector_output.failed_recving:  # upstream: `invalid_block_ids`, kv_load_failure_policy="recompute"
         request = self.requests.get(req_id) if consumer else None
         if request is not None and request.is_finished(): self._free_blocks(request)
@@ -413,6 +418,13 @@ def _update_from_kv_xfer_finished(self:Scheduler, kv_connector_output:KVConnecto
         request = self.requests.get(req_id) if producer else None
         if request is not None and request.is_finished(): self._free_blocks(request)
         else: self.num_ignored_kv_notices += 1  # e.g. a notice for a running request: freeing it would break schedule()
+
+@patch
+def _uncache_blocks(self:Scheduler, request:Request):
+    "Drop the request's blocks from the prefix cache (they stay allocated): no later request hits them."
+    for group in self.kv_cache_manager.get_blocks(request.request_id).blocks:
+        for block in group: self.kv_cache_manager.block_pool._maybe_evict_cached_block(block)
+    self.num_uncached_corrupt += 1
 
 @patch
 def update_from_output(self:Scheduler, scheduler_output:SchedulerOutput, model_runner_output:ModelRunnerOutput)->list:
