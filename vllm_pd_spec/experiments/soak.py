@@ -28,31 +28,23 @@ PROXY_FAULTS = ('short_read', 'junk_params')  # injected by the proxy into the p
 EVENTS = ('abort_p', 'abort_d', 'orphan')
 
 class FaultyLocal(LocalTransport):
-    "`LocalTransport` with injected faults: `faults[request id]` is one of `FAULTS`."
-    def __init__(self, faults:dict, # request id -> fault (the soak fills it as requests arrive)
+    "`LocalTransport` with injected faults: `inject[request id]` is one of `FAULTS`."
+    def __init__(self, inject:dict, # request id -> fault (the soak fills it as requests arrive)
                  delay_polls:int=3, # polls a delayed read waits for its publication
                  **kw # `LocalTransport` arguments: `timeout_s`, `lease_s`, `clock`
                 ):
         super().__init__(**kw)
-        self.faults, self.delay_polls, self.injected, self._polls, self._sealed = faults, delay_polls, Counter(), Counter(), {}
-
-    def _layers(self, engine_id:str)->dict:
-        return {p: t for parts in self.caches[engine_id].values() for p, t in parts}
+        self.inject, self.delay_polls, self.injected, self._polls = inject, delay_polls, Counter(), Counter()
 
     def send_blocks(self, engine_id, request_id, block_ids, states=None):
-        "Publish; `corrupt_p`: remember the first block's bytes as checksummed, then change the block on P."
-        super().send_blocks(engine_id, request_id, block_ids, states)
-        pub = self.published.get((engine_id, request_id))
-        if self.faults.get(request_id) == 'corrupt_p' and pub is not None and pub[0] and pub[0][0]:
-            b = pub[0][0][0]
-            layers = self._layers(engine_id)
-            self._sealed[request_id] = {p: digest(t[b]) for p, t in layers.items()}
-            for t in layers.values(): t[b].view(-1)[0] += 1
-            self.injected['corrupt_p'] += 1
+        "Publish; `corrupt_p` is the transport's own injection: P's block changes after its checksum."
+        if self.inject.get(request_id) == 'corrupt_p': self.faults[request_id] = 'corrupt'; self.injected['corrupt_p'] += 1
+        try: super().send_blocks(engine_id, request_id, block_ids, states)
+        finally: self.faults.pop(request_id, None)
 
     def read_blocks(self, engine_id, request_id, local_block_ids, remote_engine_id, remote_request_id, remote_block_ids):
-        "Read, with the request's fault: held back, failed, timed out, changed on the wire, checked against P's sealed bytes, or its notice lost."
-        fault = self.faults.get(request_id)
+        "Read, with the request's fault: held back, failed, timed out, changed on the wire, or its notice to P lost."
+        fault = self.inject.get(request_id)
         if fault == 'delay' and self._polls[request_id] < self.delay_polls:
             self._polls[request_id] += 1
             if self._polls[request_id] == 1: self.injected['delay'] += 1
@@ -61,18 +53,13 @@ class FaultyLocal(LocalTransport):
         if fault in ('fail', 'timeout') and (remote_engine_id, remote_request_id) in self.published:
             self.injected[fault] += 1
             return self.fail_read(engine_id, request_id, remote_engine_id, remote_request_id, 'transfer_error' if fault == 'fail' else 'timeout')
-        sealed = self._sealed.pop(request_id, None)
         pub = self.published.get((remote_engine_id, remote_request_id))
         rec = super().read_blocks(engine_id, request_id, local_block_ids, remote_engine_id, remote_request_id, remote_block_ids)
         if rec is None or rec.error is not None: return rec
-        if sealed is not None:  # the digest P took before its block changed travels with the blocks
-            first = remote_block_ids[0][0] if remote_block_ids and remote_block_ids[0] else None
-            local = local_block_ids[0][0] if local_block_ids and local_block_ids[0] else None
-            for p, d in sealed.items():
-                if first is not None and (p, local) in rec.src_digests: rec.src_digests[(p, local)] = d
-        if fault == 'corrupt' and rec.dst_digests:
-            (p, l), layers = next(iter(rec.dst_digests)), self._layers(engine_id)
-            layers[p][l].view(-1)[0] += 1; rec.dst_digests[(p, l)] = digest(layers[p][l]); self.injected['corrupt'] += 1
+        if fault == 'corrupt' and rec.dst_digests:  # the bytes that landed on D differ from those sent
+            (p, l) = next(iter(rec.dst_digests))
+            t = dict(x for parts in self.caches[engine_id].values() for x in parts)[p]
+            t[l].reshape(-1)[0] += 1; rec.dst_digests[(p, l)] = digest(t[l]); self.injected['corrupt'] += 1
         if fault == 'lost_notice':  # P never hears of the read: its blocks wait for the publication's lease
             self.notifs[remote_engine_id].discard(remote_request_id); self.injected['lost_notice'] += 1
             self.published[(remote_engine_id, remote_request_id)] = pub
@@ -116,8 +103,10 @@ def _held(transport)->int:
     u = transport.in_use()
     return sum(sum(v.values()) if isinstance(v, dict) else v for v in u.values())
 
-def _prompts(rng, prefixes:list)->list:
-    return list(rng.choice(prefixes)) + [rng.randrange(1, 97) for _ in range(rng.randint(1, 24))]
+def _prompts(rng, prefixes:list)->tuple:
+    "`(prefix index, prompt)`: one of the shared prefixes, then tokens of its own."
+    i = rng.randrange(len(prefixes))
+    return i, list(prefixes[i]) + [rng.randrange(1, 97) for _ in range(rng.randint(1, 24))]
 
 class _Clock:
     "Seconds as the loop counts them (the in-process transport's clock)."
@@ -152,7 +141,7 @@ def soak(requests:int=2000, # requests to send
     else: raise ValueError(f"transport={transport!r}: 'local' or 'nixl'")
     P, D = toy_engine('prefill', t, p_blocks), toy_engine('decode', t, d_blocks)
     prefixes = [[rng.randrange(1, 97) for _ in range(rng.randint(8, 32))] for _ in range(8)]
-    info, pending_ref, ref = {}, {}, {}
+    info, ref, corrupted_prefixes = {}, {}, set()  # corrupted: prefixes of a request whose P block changed after its checksum
     counts, fault_counts, event_counts = Counter(), Counter(), Counter()
     mismatched, dead, sent, t0 = [], None, 0, time.perf_counter()
     rss = dict(start=rss_mib(), warm=None, end=None)
@@ -166,7 +155,7 @@ def soak(requests:int=2000, # requests to send
     def end(rid, how):
         i = info.pop(rid); counts[how] += 1
         table.pop(rid, None)  # the harness keeps nothing per request either
-        if transport == 'local': t._sealed.pop(rid, None); t._polls.pop(rid, None)
+        if transport == 'local': t._polls.pop(rid, None)
         else:
             for side in t.t.values(): side.faults.pop(rid, None)
         if bar is not None: bar.update(1)
@@ -192,8 +181,10 @@ def soak(requests:int=2000, # requests to send
                     rid = f's{sent}'; sent += 1
                     fault = rng.choice(faults) if rng.random() < fault_rate else None
                     event = rng.choice(EVENTS) if fault is None and rng.random() < event_rate else None
-                    info[rid] = dict(prompt=_prompts(rng, prefixes), max_tokens=rng.randint(1, 16), fault=fault, event=event,
+                    prefix, prompt = _prompts(rng, prefixes)
+                    info[rid] = dict(prompt=prompt, prefix=prefix, max_tokens=rng.randint(1, 16), fault=fault, event=event,
                                      where='P', at=it, abort_after=rng.randint(0, 6))
+                    if fault == 'corrupt_p': corrupted_prefixes.add(prefix)
                     if fault: fault_counts[fault] += 1
                     if event: event_counts[event] += 1
                     if fault and transport == 'local' and fault not in PROXY_FAULTS: table[rid] = fault
@@ -226,13 +217,15 @@ def soak(requests:int=2000, # requests to send
                     out = D.outputs.pop(rid, []); D.finished.pop(rid, None)
                     if o.finish_reason == 'abort': end(rid, 'engine_aborted'); continue  # given up by the engine: lost to its client
                     i = end(rid, 'completed')
-                    if out != ref[rid]: mismatched.append(dict(request=rid, fault=i['fault'], got=out, want=ref[rid]))
+                    if out != ref[rid]: mismatched.append(dict(request=rid, fault=i['fault'], got=out, want=ref[rid],
+                                                               shares_corrupted_prefix=i['prefix'] in corrupted_prefixes))
                     ref.pop(rid, None)
             P.finished.clear(); P.outputs.clear()
             for rid in [r for r in ref if r not in info]: ref.pop(rid)
             done = sent - len(info)
             if rss['warm'] is None and done >= warmup * requests: gc.collect(); rss['warm'] = rss_mib()
-            if bar is not None and it % 50 == 0 and not stop_sending: bar.set_postfix(lost=0, mismatched=len(mismatched), rss=f"{rss_mib():.0f}MiB")
+            if bar is not None and it % 50 == 0 and not stop_sending: bar.set_postfix(lost=0, mismatched=len(mismatched),
+                  mismatched_sharing_corrupted_prefix=sum(m['shares_corrupted_prefix'] for m in mismatched), rss=f"{rss_mib():.0f}MiB")
             if stop_sending and not info and not P.scheduler.has_requests() and not D.scheduler.has_requests(): break
             idle = 0 if progressed else idle + 1
             if stop_sending and idle > 20: clock.t += lease_s  # draining: let P's leases run out
@@ -244,6 +237,7 @@ def soak(requests:int=2000, # requests to send
     lost = len(info)
     report = dict(transport=transport, seed=seed, requests=sent, **{k: counts[k] for k in ('completed', 'aborted_p', 'aborted_d', 'orphaned')},
                   lost=lost + counts['engine_aborted'], engine_aborted=counts['engine_aborted'], lost_where=dict(Counter(i['where'] for i in info.values())), mismatched=len(mismatched),
+                  mismatched_sharing_corrupted_prefix=sum(m['shares_corrupted_prefix'] for m in mismatched),
                   mismatched_by_fault=dict(Counter(str(m['fault']) for m in mismatched)), faults=dict(fault_counts), events=dict(event_counts),
                   injected=dict(getattr(t, 'injected', {})) if transport == 'local' else None,
                   leaked_blocks=dict(P=_leaked(P), D=_leaked(D)), held_transfers=_held(t) if transport == 'local' else
@@ -282,7 +276,8 @@ def format_report(r:dict)->str:
              f"  completed {r['completed']}, aborted on P {r['aborted_p']}, aborted on D {r['aborted_d']}, orphaned {r['orphaned']}",
              f"  faults: " + ', '.join(f'{k} {v}' for k, v in sorted(r['faults'].items())) + f"; D recomputed {r['recomputed_loads']} loads",
              f"  lost {r['lost']}, mismatched {r['mismatched']}, leaked blocks P {r['leaked_blocks']['P']} D {r['leaked_blocks']['D']}, "
-             f"held transfers {r['held_transfers']}",
+             f"held transfers {r['held_transfers']}" + (f" ({r['mismatched_sharing_corrupted_prefix']} mismatched share a prefix with a "
+                                                        "corrupt_p victim)" if r['mismatched'] else ''),
              f"  RSS MiB: start {r['rss_mib'].get('start')}, after warm-up {r['rss_mib'].get('warm')}, end {r['rss_mib'].get('end')}"]
     lines.append('PASS' if not r['verdict'] else 'FAIL: ' + '; '.join(r['verdict']))
     return '\n'.join(lines)
