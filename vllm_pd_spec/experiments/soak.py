@@ -224,8 +224,7 @@ def soak(requests:int=2000, # requests to send
             for rid in [r for r in ref if r not in info]: ref.pop(rid)
             done = sent - len(info)
             if rss['warm'] is None and done >= warmup * requests: gc.collect(); rss['warm'] = rss_mib()
-            if bar is not None and it % 50 == 0 and not stop_sending: bar.set_postfix(lost=0, mismatched=len(mismatched),
-                  mismatched_sharing_corrupted_prefix=sum(m['shares_corrupted_prefix'] for m in mismatched), rss=f"{rss_mib():.0f}MiB")
+            if bar is not None and it % 50 == 0 and not stop_sending: bar.set_postfix(in_flight=len(info), mismatched=len(mismatched), rss=f"{rss_mib():.0f}MiB")
             if stop_sending and not info and not P.scheduler.has_requests() and not D.scheduler.has_requests(): break
             idle = 0 if progressed else idle + 1
             if stop_sending and idle > 20: clock.t += lease_s  # draining: let P's leases run out
