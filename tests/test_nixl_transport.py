@@ -215,3 +215,31 @@ def test_no_pickle_in_the_transport():
     names = {a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     assert not {'pickle', 'cPickle', 'dill', 'marshal'} & names
+
+def test_nixl_forged_done_frees_nothing_and_unknown_ids_are_bounded():
+    "A `done` without the publication's token frees nothing; notices and publications for unknown ids are capped."
+    P, D, _, _ = _pair()
+    P.max_pending = D.max_pending = 16
+    P.send_blocks('p-t', 'r', ([1, 2], [1, 2]), states={'gdn': torch.arange(3.0)})
+    to_p = lambda raw: D.agent.send_notif(D.peers['p-t']['name'], raw)
+    to_p(encode_notice(nixl_transport.DONE, 'r')); to_p(encode_notice(nixl_transport.DONE, 'r', 'f' * 16))
+    to_p(encode_notice(nixl_transport.CRPT, 'r', '0' * 16))
+    assert _wait(lambda: P.stats['forged_notice'] == 3, P, D) and 'r' in P.published and P.get_notifs('p-t') == set()
+    for i in range(200): to_p(encode_notice(nixl_transport.FAIL, f'ghost-{i}')); to_p(encode_notice(nixl_transport.DONE, f'ghost-{i}'))
+    assert _wait(lambda: P.stats['p_fail'] == 200 and P.stats['p_done'] == 202, P, D)
+    assert len(P._claimed) == 16 and P.stats['dropped_claims'] == 200 - 16 and P.stats['unknown_notice'] == 200
+    assert D.verify(_read(P, D)) and _wait(lambda: 'r' not in P.published, P, D)  # the real reader still frees it
+    for i in range(100): P.agent.send_notif(P.peers['d-t']['name'], encode_pub(f'unread-{i}', 'p-t', {}, None, [], ()))
+    assert _wait(lambda: D.stats['dropped_pubs'] == 100 - 16, P, D) and len(D.pubs_in) == 16
+    P.close(); D.close()
+
+def test_nixl_checksum_failure_is_reported_to_p():
+    "P's block changed after its checksum: D's check fails and D's `crpt` tells P, which reports it to its scheduler."
+    P, D, _, _ = _pair()
+    P.faults['r'] = 'corrupt'
+    P.send_blocks('p-t', 'r', ([1, 2], [1, 2]))
+    rec = _read(P, D)
+    assert rec.error == 'checksum'
+    corrupt = set()
+    assert _wait(lambda: corrupt.update(P.get_corrupt('p-t')) or corrupt == {'r'}, P, D) and not P.published
+    P.close(); D.close()
