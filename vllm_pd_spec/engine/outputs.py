@@ -50,6 +50,7 @@ class KVConnectorOutput:
     finished_sending:set=field(default_factory=set) # P: requests whose blocks D has read
     finished_recving:set=field(default_factory=set) # D: requests whose KV has arrived
     failed_recving:set=field(default_factory=set) # D: loads that failed; the prompt is recomputed locally
+    corrupt_sending:set=field(default_factory=set) # P: requests whose blocks D read with a wrong checksum: uncache them
 
 @dataclass
 class ModelRunnerOutput:

@@ -399,7 +399,7 @@ def _post_update(self:ModelRunner, i:int, inputs:StepInputs, hidden_states:torch
 @torch.no_grad()
 def execute_model(self:ModelRunner, so:SchedulerOutput)->ModelRunnerOutput:
     "One step: state, inputs, forward, verification, post-update, drafting; rows P computed are sampled from its hidden states."
-    if self.worker is not None: self.worker.start_load_kv(so.kv_connector_metadata)
+    self._start_load_kv(so)
     self._update_states(so)
     if not so.num_scheduled_tokens:
         return ModelRunnerOutput([], {}, [], None, self.worker.get_finished() if self.worker is not None else None)
@@ -430,6 +430,15 @@ def _save_boundary_states(self:ModelRunner):
         block_ids, index = req.block_ids[self.gdn_group], num_tokens // self.bs - 1
         if index < len(block_ids) and block_ids[index]: self.state_store.setdefault(block_ids[index], {})[layer] = state
     self.cache.boundary_states.clear()
+
+# %% ../../nbs/25_runner.ipynb #5925e6b0
+@patch
+def _start_load_kv(self:ModelRunner, so:SchedulerOutput):
+    "The worker publishes and reads; per-request states of finished requests are dropped once they cannot be sent."
+    if self.worker is not None:
+        self.worker.start_load_kv(so.kv_connector_metadata)
+        if hasattr(self.worker, 'free_requests'): self.worker.free_requests(so.finished_req_ids)  # an offloading worker keeps none
+    self.finished_states.clear()  # kept one step at most: every send of them happened above
 
 # %% ../../nbs/25_runner.ipynb #f2a1c0df
 @patch

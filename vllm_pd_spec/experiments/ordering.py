@@ -107,7 +107,8 @@ def stream_run(prompts:list, # the stream (`prefix_stream`)
         try: engine.step()
         except EngineDeadError as e:
             if not isinstance(e.__cause__, SchedulerAssertionError): raise
-            out['deaths'] += 1; out['lost'] += len(e.lost); out['finished'] += len(engine.finished)
+            out['deaths'] += 1; out['finished'] += len(engine.finished)
+            out['lost'] += len(set(e.lost) - set(engine.finished))  # `lost` names every request it held, finished ones whose blocks wait for D too
             engine = p_engine(block_size, spec, fixes, budget=budget)
     out['finished'] += len(engine.finished)
     assert out['finished'] + out['lost'] == out['requests'], out

@@ -126,8 +126,9 @@ def add_reproduce_args(p:argparse.ArgumentParser):
     p.add_argument('--device', choices=['cpu', 'cuda'], default='cpu')
     p.add_argument('--transport', choices=['local', 'nixl'], default='local')
     p.add_argument('--json', metavar='PATH', help='write the results as a JSON list (checked before any experiment runs)')
-    p.add_argument('--quick', action='store_true', help='smaller sweeps')
-    p.add_argument('--full', action='store_true', help='full sweeps (every k, more prompts), where an experiment has one')
+    size = p.add_mutually_exclusive_group()  # `--quick --full` is refused, not resolved silently
+    size.add_argument('--quick', action='store_true', help='smaller sweeps')
+    size.add_argument('--full', action='store_true', help='full sweeps (every k, more prompts), where an experiment has one')
 
 def check_reproduce_args(args)->argparse.Namespace:
     "Every input checked before any experiment runs (the output path first); a `ValueError` naming the flag."
