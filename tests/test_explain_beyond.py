@@ -27,6 +27,6 @@ def test_waiting_queue_rows_on_the_decode_side():
     r = explain(method='mtp', k=3, mtp_modules=3)
     assert {'waiting_queue.holders_first', 'waiting_queue.load_margin_blocks'} <= _hazard_keys(r)
     assert (r['fixed']['waiting_queue.load_margin_blocks'], r['legacy']['waiting_queue.load_margin_blocks']) == (1, 0)
-    assert 'nbs/09k_waiting_queue.ipynb' in format_explain(r)
+    assert 'A load that holds blocks is never stranded' in format_explain(r)
     p = explain(method='mtp', k=3, role='prefill')
     assert p['fixed']['waiting_queue.holders_first'] is None and explain()['fixed']['waiting_queue.holders_first'] is None
