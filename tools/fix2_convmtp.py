@@ -1,4 +1,4 @@
-"""Fix 2's arms on the conv MTP variant (ours, text-attn-convmtp) and on text-attn, whose target it shares: greedy, every
+"""Fix 2's arms on the conv MTP variant (ours, text-attn-convmtp) and on text-attn, whose target it shares (or on any models): greedy by default, every
 arm, k = 2, 3, 4, three disjoint sets of 16 held-out prompts (the full sweep's sets), 128 tokens each, float64 on CPU;
 vLLM's acceptance, acceptance by decode step, the census against the contract (a conv depth's state included). One
 process per setting, one thread each. Writes one JSON file: the rows, `summarize(rows)` and the time taken.
@@ -10,25 +10,26 @@ import argparse, json, multiprocessing, os, platform, time
 
 def one_setting(setting:tuple)->tuple:
     "Every arm of one (model, k, seed): `(rows, seconds)`."
-    model, k, seed, num_prompts, max_tokens = setting
+    model, k, seed, num_prompts, max_tokens, temperature = setting
     import torch; torch.set_num_threads(1)
     from vllm_pd_spec.experiments.backoff import run_setting, prompt_set
     t0 = time.time()
-    res = run_setting(model, k, prompt_set(model, seed, num_prompts), 0.0, seed, max_tokens=max_tokens)
-    return [dict(model=model, k=k, temperature=0.0, seed=seed, **r) for r in res.values()], round(time.time() - t0, 1)
+    res = run_setting(model, k, prompt_set(model, seed, num_prompts), temperature, seed, max_tokens=max_tokens)
+    return [dict(model=model, k=k, temperature=temperature, seed=seed, **r) for r in res.values()], round(time.time() - t0, 1)
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--models', nargs='+', default=['text-attn-convmtp', 'text-attn'])
     ap.add_argument('--ks', nargs='+', type=int, default=[2, 3, 4])
     ap.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
+    ap.add_argument('--temperature', type=float, default=0.0, help='0 for greedy; the full sweep also runs 1.0')
     ap.add_argument('--num-prompts', type=int, default=16); ap.add_argument('--max-tokens', type=int, default=128)
     ap.add_argument('--processes', type=int, default=os.cpu_count()); ap.add_argument('--out', required=True)
     a = ap.parse_args(argv)
     from vllm_pd_spec.experiments.backoff import summarize, PROMPT_LEN, ARMS
-    settings = [(m, k, s, a.num_prompts, a.max_tokens) for m in a.models for k in a.ks for s in a.seeds]
+    settings = [(m, k, s, a.num_prompts, a.max_tokens, a.temperature) for m in a.models for k in a.ks for s in a.seeds]
     setup = dict(models=a.models, ks=a.ks, seeds=a.seeds, num_prompts=a.num_prompts, prompt_len=PROMPT_LEN, max_tokens=a.max_tokens,
-                 temperature=0.0, dtype='float64', arms={n: x.what for n, x in ARMS.items()}, machine=platform.processor() or platform.machine(),
+                 temperature=a.temperature, dtype='float64', arms={n: x.what for n, x in ARMS.items()}, machine=platform.processor() or platform.machine(),
                  cpus=os.cpu_count())
     t0, rows, times = time.time(), [], {}
     with multiprocessing.get_context('spawn').Pool(min(a.processes, len(settings))) as pool:
