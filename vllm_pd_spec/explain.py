@@ -9,7 +9,7 @@ __all__ = ['EXPLAIN_ROLES', 'DEFAULTS', 'FLAGS', 'LIMITS', 'HAZARDS', 'SITE', 'P
            'DRAFTER_DEPLOYMENTS', 'PROMPT_SHAPES', 'CONNECTOR_NAMES', 'build_deployment', 'page', 'beyond_numbers',
            'explain', 'format_explain', 'supported_releases', 'load_audit', 'installed_vllm', 'check_release',
            'release_forms', 'explain_deployment', 'format_deployment', 'add_explain_args', 'run_explain',
-           'drafter_answers', 'release_summary']
+           'drafter_answers', 'release_summary', 'page_remedies']
 
 # %% ../nbs/08_explain.ipynb #be028092
 import argparse, json, os, re, textwrap
@@ -710,7 +710,7 @@ def run_explain(args)->int:
     if getattr(args, 'numbers', False): print('\n' + format_explain(r))
     return 0
 
-# %% ../nbs/08_explain.ipynb #d6b2867c
+# %% ../nbs/08_explain.ipynb #9864115e
 DRAFTER_DEPLOYMENTS = (  # (`--speculative-config`, explain's fields): a P/D pair with a drafter, as the answers assume it
     ('{"method": "mtp", "num_speculative_tokens": 3}', dict(mtp_modules=3, mamba=True, sliding_window=128)),
     ('{"method": "dflash", "num_speculative_tokens": 3}', dict(mamba=False)),
@@ -739,7 +739,7 @@ def drafter_answers(release:str, # one of `supported_releases()`
                 if nb not in out or rank < out[nb][2]: out[nb] = (a['status'], do.get('text'), rank)
     return {nb: (s, t) for nb, (s, t, _) in out.items()}
 
-# %% ../nbs/08_explain.ipynb #a300b93d
+# %% ../nbs/08_explain.ipynb #fbce1215
 def release_summary(nb:str, # a page notebook, as `HAZARDS` names it: 'nbs/02_prefill_backoff.ipynb'
                     plugin:bool=False, # the project's plugin enabled
                    )->str:
@@ -748,8 +748,18 @@ def release_summary(nb:str, # a page notebook, as `HAZARDS` names it: 'nbs/02_pr
     for rel in supported_releases():
         for c, name in CONNECTOR_NAMES.items():
             by.setdefault(drafter_answers(rel, c, plugin).get(nb, ('n/a', None))[0], {}).setdefault(rel, []).append(name)
-    say = lambda d: '; '.join(f"{r} ({', '.join(cs) if len(cs) < len(CONNECTOR_NAMES) else 'every connector'})" for r, cs in d.items())
-    parts = [f'affected: {say(by["affected"])}' if 'affected' in by else 'affected: none of the audited releases',
-             f'fixed: {say(by["ok"])}' if 'ok' in by else None, f'not decided by the audit: {say(by["unknown"])}' if 'unknown' in by else None]
-    return '; '.join(p for p in parts if p) + ' (the saved audits, ' + ', '.join(supported_releases()) + ')'
+    say = lambda d: ', '.join(f"{r} ({', '.join(cs) if len(cs) < len(CONNECTOR_NAMES) else 'every connector'})" for r, cs in d.items())
+    parts = [f'affected in {say(by["affected"])}' if 'affected' in by else 'affected in none of the audited releases',
+             f'fixed in {say(by["ok"])}' if 'ok' in by else None, f'not decided by the audit in {say(by["unknown"])}' if 'unknown' in by else None]
+    return '; '.join(p for p in parts if p) + ' (the saved audits of ' + ', '.join(supported_releases()) + ', for P/D with a drafter)'
+
+def page_remedies(nb:str, # a page notebook, as `HAZARDS` names it
+                 )->str:
+    "What `explain` tells a deployer to do about page `nb`, per release and connector where it is affected; '' where none is."
+    by = {}
+    for rel in supported_releases():
+        for c, name in CONNECTOR_NAMES.items():
+            status, do = drafter_answers(rel, c).get(nb, ('n/a', None))
+            if status == 'affected': by.setdefault(do, []).append(f'{rel} {name}')
+    return '; '.join(f"on {', '.join(where)}: {do}" for do, where in by.items())
 

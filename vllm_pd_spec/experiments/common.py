@@ -99,7 +99,7 @@ def match_summary(outputs:list, # each request's tokens
     return dict(exact_match_rate=round(1 - len(bad) / len(div), 4), differing=len(bad),
                 mean_first_divergence=round(sum(bad) / len(bad), 1) if bad else None, first_divergences=div)
 
-# %% ../../nbs/29_experiments_common.ipynb #e27c0725
+# %% ../../nbs/29_experiments_common.ipynb #5f4be56e
 def _words(name)->str:
     "A column name as words: `mean_acceptance_length` -> 'mean acceptance length'."
     return str(name).replace('_', ' ')
@@ -149,7 +149,7 @@ def setup_text(setup:dict, # an experiment's `setup`
     "An experiment's setup, one `key: value` line per key (nested dicts inline), for a folded block."
     return '\n'.join(f'{_words(k)}: {_cell(v, decimals)}' for k, v in setup.items())
 
-# %% ../../nbs/29_experiments_common.ipynb #21b0b1bd
+# %% ../../nbs/29_experiments_common.ipynb #c13ca692
 def measured_line(r, # an `ExperimentResult`, or its saved JSON as a dict
                   decimals:int=3, # digits after the point for floats
                  )->str:
@@ -172,9 +172,9 @@ def in_short(breaks:str, # what breaks, in a sentence
     for name, v in (('breaks', breaks), ('releases', releases), ('do', do), ('links', links)):
         if not v or not str(v).strip(): raise ValueError(f'{name}: empty')
     if not measured: raise ValueError('measured: empty')
-    body = [f'**What breaks.** {breaks}', f'**Where.** {releases}.',
-            '**What we measured.** ' + (measured[0] if len(measured) == 1 else ' '.join(f'({i}) {m}.' for i, m in enumerate(measured, 1))),
-            f'**What to do.** {do}', links]
+    body = [f'**What breaks.** {breaks}', f'**Where.** {releases[:1].upper() + releases[1:]}.',
+            '**What we measured.** ' + (measured[0].rstrip('.') + '.' if len(measured) == 1 else ' '.join(f'({i}) {m}.' for i, m in enumerate(measured, 1))),
+            f'**What to do.** {do[:1].upper() + do[1:]}', links]
     return '!!! note "In short"\n\n' + '\n\n'.join('    ' + b.replace('\n', ' ') for b in body)
 
 # %% ../../nbs/29_experiments_common.ipynb #b51d46e0

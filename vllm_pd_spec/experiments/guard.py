@@ -13,7 +13,7 @@ import torch
 from ..config import Fixes, SchedulerConfig
 from ..engine.llm_engine import LLMEngine, PDPair, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, torch_threads, check_device, check_transport, make_transport, match_summary
+from .common import ExperimentResult, setup_text, reader_table, torch_threads, check_device, check_transport, make_transport, match_summary
 
 # %% ../../nbs/06c_kernel_guard_experiment.ipynb #ea86f23f
 def kernel_backend(device:str # 'cpu' or 'cuda'
@@ -86,7 +86,7 @@ def run(device:str='cpu', # 'cpu' (the interpreter) or 'cuda' (the compiled kern
                  max_num_seqs=8, max_num_batched_tokens=512, transport=transport, other_fixes='on',
                  legacy="Fixes().off(6): 0.24.0's kernel with #45237's padding (main between #45237 and #47466)",
                  fixed='Fixes(): vLLM 0.33.0 kernel', arms={a: ARMS[a][3] for a in ARMS}, full=full, quick=quick)
-    print('fix 6 setup:', setup)
+    print(f'fix 6 setup:\n{setup_text(setup)}')
     bar = progress(len(g['models']) * len(g['ks']) * (1 + len(ARMS))) if progress is not None else None
     with torch_threads(1): rows = guard_rows(**g, device=device, transport=transport, bar=bar)
     by = {(r['model'], r['k'], r['arm']): r for r in rows}

@@ -106,7 +106,7 @@ def results_table(results:list # `ExperimentResult`s
     cell = lambda x: str(x).replace('|', '\\|').replace('\n', ' ')
     return '\n'.join('| ' + ' | '.join(map(cell, r)) + ' |' for r in [hdr, ['---'] * len(hdr), *rows])
 
-# %% ../../nbs/30_reproduce.ipynb #d4e5d3be
+# %% ../../nbs/30_reproduce.ipynb #1bb0fcaa
 SEED_DIRECTION = {  # fix: the direction the seed's figure moves with the fix on ('higher': the fixed arm's figure is larger)
     2: 'higher', 5: 'higher', 6: 'higher',
 }

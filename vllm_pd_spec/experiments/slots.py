@@ -16,7 +16,7 @@ from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, torch_threads, check_device
+from .common import ExperimentResult, setup_text, reader_table, torch_threads, check_device
 from .backoff import mean_ci
 
 # %% ../../nbs/04b_dflash_slots_experiment.ipynb #4a7fec78
@@ -195,7 +195,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
     setup = dict(g, seeds=SEEDS, max_tokens=MAX_TOKENS, num_blocks=NUM_BLOCKS, max_num_seqs=MAX_NUM_SEQS, block_size=16,
                  model='text-attn + DFlash', dtype='float64', greedy=True, prompts='shared_prefix_prompts (held-out source)',
                  legacy='Fixes().off(4): vLLM 0.22.0 slots', fixed='Fixes(): vLLM 0.33.0 slots', full=full, quick=quick)
-    print('fix 4 setup:', setup)
+    print(f'fix 4 setup:\n{setup_text(setup)}')
     bar = progress(len(g['ks']) * len(SEEDS)) if progress is not None else None
     with torch_threads(1): rows = slots_rows(g['ks'], g['num_requests'], SEEDS, device, bar=bar)
     summary = victims_summary(rows)
