@@ -172,9 +172,10 @@ def in_short(breaks:str, # what breaks, in a sentence
     for name, v in (('breaks', breaks), ('releases', releases), ('do', do), ('links', links)):
         if not v or not str(v).strip(): raise ValueError(f'{name}: empty')
     if not measured: raise ValueError('measured: empty')
-    body = [f'**What breaks.** {breaks}', f'**Where.** {releases[:1].upper() + releases[1:]}.',
-            '**What we measured.** ' + (measured[0].rstrip('.') + '.' if len(measured) == 1 else ' '.join(f'({i}) {m}.' for i, m in enumerate(measured, 1))),
-            f'**What to do.** {do[:1].upper() + do[1:]}', links]
+    cap = lambda t: t[:1].upper() + t[1:]
+    body = [f'**What breaks.** {breaks}', f'**Where.** {cap(releases)}.',
+            '**What we measured.** ' + (cap(measured[0].rstrip('.')) + '.' if len(measured) == 1 else ' '.join(f'({i}) {m}.' for i, m in enumerate(measured, 1))),
+            f'**What to do.** {cap(do)}', links]
     return '!!! note "In short"\n\n' + '\n\n'.join('    ' + b.replace('\n', ' ') for b in body)
 
 # %% ../../nbs/29_experiments_common.ipynb #b51d46e0
