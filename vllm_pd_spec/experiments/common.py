@@ -118,7 +118,7 @@ def reader_table(rows:list, # dicts, one per row
                  headers:dict|None=None, # column -> header (default: the name in words)
                  decimals:int=3, # digits after the point for floats
                  pivot:tuple|None=None, # (index, column, value): one row per index, one column per column value
-                 drop_constant:bool=True, # drop columns with one value in every row (said under the table)
+                 drop_constant:bool|None=None, # drop columns with one value in every row, said under the table (default: unless pivoted)
                 )->str:
     "A markdown table for a page: human headers, '—' for missing values, fixed decimals, constant columns dropped, sweeps pivoted."
     if not rows: raise ValueError('rows: nothing to tabulate')
@@ -134,7 +134,7 @@ def reader_table(rows:list, # dicts, one per row
     missing = [c for c in cols if not any(c in r for r in rows)]
     if missing: raise ValueError(f'cols: no row has {missing}')
     note = []
-    if drop_constant and len(rows) > 1:
+    if (pivot is None if drop_constant is None else drop_constant) and len(rows) > 1:
         same = [c for c in cols if len({_cell(r.get(c), decimals) for r in rows}) == 1]
         if len(same) < len(cols):
             note = [f'{headers.get(c, _words(c))}: {_cell(rows[0].get(c), decimals)}' for c in same]
