@@ -53,14 +53,14 @@ test: install-dev browser vendor
 	DOCS_DIR=$(SITE_TMP) $(BIN)/python -m pytest tests/ -q
 	@rm -rf $(SITE_TMP)
 
-# KaTeX (math, typeset at build time under node) and Mermaid (diagrams, drawn in the browser from the site's
-# own copy), fetched by npm from its registry, pinned by version and integrity (tools/vendor.py).
+# KaTeX (math, typeset at build time under node) and Mermaid (diagrams, drawn to SVG at build time in headless
+# Chromium; it does not ship), fetched by npm from its registry, pinned by version and integrity (tools/vendor.py).
 vendor:
 	@command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 	$(BIN)/python tools/vendor.py .cache/vendor > /dev/null
 
 # Build the site from the notebooks' saved outputs into $(SITE) (the notebooks become markdown pages).
-site: vendor
+site: vendor browser
 	rm -rf _proc _site_src
 	PATH="$(CURDIR)/tools/bin:$$PATH" $(BIN)/nbdev-proc-nbs --n-workers 2 > /dev/null
 	$(BIN)/python tools/prep_docs.py _proc _site_src > /dev/null
@@ -86,6 +86,12 @@ gpu-test: install-dev
 
 clean:
 	rm -rf _proc _site_src build *.egg-info
+
+# A soak of the P/D pair (nbs/92_soak): 20,000 requests in-process, 5,000 over NIXL; the reports kept in nbs/runs/soak.json.
+.PHONY: soak
+soak: install-dev
+	nice $(BIN)/vllm-pd-spec soak --requests 20000 --save soak
+	nice $(BIN)/vllm-pd-spec soak --requests 5000 --transport nixl --save soak
 
 # ---- Audit a real vLLM (nbs/07_audit): a CPU-only vLLM in its own venv; a CUDA torch is never installed. ----
 # torch (CPU build) first and pinned by a constraint; vLLM's pure-Python requirements from its wheel's

@@ -7,7 +7,7 @@ from vllm_pd_spec.audit.harness import Finding, registered_probes
 from vllm_pd_spec.audit.main import audit, saved_audit
 from test_audit_vllm import EXPECTED
 
-BEYOND = ('7', '8', '9', '10')
+BEYOND = ('7', '8', '9', '10', '11')
 def beyond(rows): return [r for r in rows if (r['contract'] if isinstance(r, dict) else r.contract).split('.')[0] in BEYOND]
 
 def toy(self, speculative_config, connector):
@@ -35,16 +35,17 @@ def test_matches_names_the_forms_that_agree():
     assert _ids({3, 1}) == (1, 3)
 
 def test_registered_after_the_six():
-    "The four aggregate probes are in the audit's registry, with fixes 7..10, after every probe of fixes 1..6."
+    "The five aggregate probes are in the audit's registry, with fixes 7..11, after every probe of fixes 1..6."
     ps = registered_probes()
     mine = [(p.__name__, p.fix) for p in ps if p.__module__ == 'vllm_pd_spec.audit.probes_beyond']
-    assert mine == [('probe_draft_groups', 7), ('probe_state_slots', 8), ('probe_draft_accounting', 9), ('probe_connector_lookup', 10)]
+    assert mine == [('probe_draft_groups', 7), ('probe_state_slots', 8), ('probe_draft_accounting', 9), ('probe_connector_lookup', 10),
+                    ('probe_waiting_queue', 11)]
     fixes = [p.fix for p in ps if p.fix is not None]
     assert fixes == sorted(fixes) and max(f for f in fixes if f <= 6) == 6
 
 @pytest.mark.skipif(importlib.util.find_spec('vllm') is not None, reason='vLLM is installed: tests/test_audit_vllm.py runs the probes')
 def test_without_vllm_every_row_is_not_present():
-    findings = beyond(audit([p for p in registered_probes() if p.fix in (7, 8, 9, 10)]))
+    findings = beyond(audit([p for p in registered_probes() if p.fix in (7, 8, 9, 10, 11)]))
     assert findings and {f.verdict for f in findings} == {'not present'}
 
 def test_a_probe_that_raises_is_one_error_row():
@@ -56,9 +57,17 @@ def test_a_probe_that_raises_is_one_error_row():
 
 @pytest.mark.parametrize('version', sorted(EXPECTED))
 def test_saved_findings(version):
-    "The main audit's saved JSON carries rows 7-10 with the verdicts `tests/test_audit_vllm.py` asserts on a live vLLM."
+    "The main audit's saved JSON carries rows 7-11 with the verdicts `tests/test_audit_vllm.py` asserts on a live vLLM."
     saved = beyond(saved_audit(version))
     assert {f['contract']: f['verdict'] for f in saved} == {c: v for c, v in EXPECTED[version].items() if c.split('.')[0] in BEYOND}
     for f in saved:
         if f['verdict'] in ('legacy', 'differs'): assert f['counterexample'], f['contract']
         if f['verdict'] != 'not present': assert f['cases'] > 0, f['contract']
+
+def test_waiting_queue_forms_on_the_probe_cases():
+    "Our forms on the probe's cases: the legacy scan stalls behind H, the legacy admission stalls on #57104's pool; the fixed forms never."
+    scan, admission = waiting_cases()
+    assert scan and admission and all(c[4] for c in scan) and not any(c[4] for c in admission)
+    assert {waiting_case_forms(c, True) for c in scan + admission} == {'serves'}
+    assert 'stalls' in {waiting_case_forms(c, False) for c in scan} and 'stalls' in {waiting_case_forms(c, False) for c in admission}
+    assert waiting_case_forms((6, 32, 48, 1, 0), False) == 'stalls'

@@ -34,3 +34,18 @@ def test_coordinator_matches_our_named_033_form(findings):
     if _vllm().__version__ != '0.33.0': pytest.skip("the named form is 0.33.0's")
     for c in ('7. draft groups: KVCacheCoordinator', '7. draft groups: MooncakeStoreCoordinator'):
         assert 'coordinator_drop_group_ids_0330' in findings[c].note
+
+@pytest.fixture(scope='module')
+def waiting():
+    _vllm()
+    from vllm_pd_spec.audit.probes_beyond import probe_waiting_queue
+    return {f.contract: f for f in probe_waiting_queue()}
+
+def test_waiting_queue_on_the_real_scheduler(waiting):
+    "0.33.0 serves every case (holders first, #57104's margin); 0.27.1 scans blocked loads first but stalls on #57104's pool."
+    v = _vllm().__version__
+    scan, margin = (waiting[c] for c in ('11. waiting queue: a landed load behind a request holding nothing',
+                                          '11. waiting queue: async-load admission margin (#57104)'))
+    assert scan.verdict == 'fixed' and scan.cases > 10 and margin.cases > 10
+    assert margin.verdict == {'0.33.0': 'fixed', '0.27.1': 'legacy'}.get(v, margin.verdict)
+    if v == '0.27.1': assert "vLLM 'stalls'" in margin.counterexample

@@ -21,7 +21,7 @@ def findings():
     from vllm_pd_spec.audit.main import audit
     return {f.contract: f for f in audit()}
 
-EXPECTED = {  # contract -> verdict, per vLLM version (fixed: 0.33.0's behaviour, or ours for rows 7-10; legacy: 0.27.1's or the release before the fix)
+EXPECTED = {  # contract -> verdict, per vLLM version (fixed: 0.33.0's behaviour, or ours for rows 7-11; legacy: 0.27.1's or the release before the fix)
     '0.33.0': {
         '1. lookahead: VllmConfig.num_prefill_lookahead_tokens': 'fixed',
         '1. lookahead consumer: sliding-window extra_retained_tokens': 'fixed',
@@ -56,6 +56,8 @@ EXPECTED = {  # contract -> verdict, per vLLM version (fixed: 0.33.0's behaviour
         '10. connector lookup: who takes the per-group path': 'fixed',
         '10. connector lookup: last-block drop by method': 'fixed',
         "10. connector lookup: Mamba checkpoint (next turn's hit)": 'fixed',
+        '11. waiting queue: a landed load behind a request holding nothing': 'fixed',
+        '11. waiting queue: async-load admission margin (#57104)': 'fixed',
         'connector: NixlPullConnectorScheduler': 'fixed',
         'connector: NixlPushConnectorScheduler': 'fixed',
         'connector: MooncakeConnectorScheduler': 'legacy',
@@ -95,6 +97,8 @@ EXPECTED = {  # contract -> verdict, per vLLM version (fixed: 0.33.0's behaviour
         '10. connector lookup: who takes the per-group path': 'legacy',
         '10. connector lookup: last-block drop by method': 'legacy',
         "10. connector lookup: Mamba checkpoint (next turn's hit)": 'not present',
+        '11. waiting queue: a landed load behind a request holding nothing': 'fixed',
+        '11. waiting queue: async-load admission margin (#57104)': 'legacy',
         'connector: NixlPullConnectorScheduler': 'legacy',
         'connector: NixlPushConnectorScheduler': 'legacy',
         'connector: MooncakeConnectorScheduler': 'legacy',

@@ -44,3 +44,10 @@ def test_bad_usage_exits_2_with_one_line(args):
     r = cli(*args)
     assert r.returncode == 2 and r.stdout == ''
     assert r.stderr.startswith('vllm-pd-spec') and r.stderr.count('\n') == 1 and 'Traceback' not in r.stderr, r.stderr
+
+@pytest.mark.parametrize('args', [['info', '--json'], ['info'], ['explain'], ['explain', '--json', '--method', 'mtp']])
+def test_a_full_device_is_one_line_not_a_traceback(args):
+    "The output cannot be written (stdout on a full device): exit 2, one line naming the cause, no traceback."
+    with open('/dev/full', 'w') as full: r = subprocess.run([SCRIPT, *args], stdout=full, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'Traceback' not in r.stderr, r.stderr
+    assert r.stderr.startswith(f'vllm-pd-spec {args[0]}: error: cannot write the output') and 'No space left' in r.stderr

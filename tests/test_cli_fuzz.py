@@ -1,7 +1,7 @@
 """Every command and flag of `vllm-pd-spec`, fed hostile values in process through `main(argv)`: wrong types, signs,
 huge values, empty strings, unicode, bad and deeply nested JSON, unwritable and odd output paths.
 
-Each input must end within `LIMIT_S`, with exit status 0 (a value that is valid after all, e.g. `-k ١`) or 2 and exactly
+Each input must end within `LIMIT_S`, with exit status 0 (a value that is valid after all) or 2 and exactly
 one line on stderr that names the flag; never a traceback; and for status 2, no work started: the experiments, the
 kernel sweep and run, and the audit are replaced by recorders, and none of them may have been called."""
 import contextlib, io, json, os, shlex, signal, time
@@ -185,3 +185,40 @@ def test_the_probe_leaves_nothing_behind(tmp_path, work):
 def test_huge_values_end_quickly(argv, work):
     rc, out, err, s = run(argv)
     assert rc in (0, 2) and s < LIMIT_S and 'Traceback' not in err
+
+@pytest.mark.parametrize('argv,flag', [(['explain', '-k', '٣', '--method', 'mtp'], '-k'), (['explain', '-k', '3_0', '--method', 'mtp'], '-k'),
+                                       (['explain', '--prompt-len', '１０'], '--prompt-len'), (['bench', 'kernel', '--batches', '٣'], '--batches'),
+                                       (['reproduce', '--fix', '٣'], '--fix'), (['reproduce', '--quick', '--full'], '--full'),
+                                       (['reproduce', '--fix', '3', '--fix', '4'], '--fix'), (['explain', '--method', 'mtp', '-k', '2', '-k', '3'], '-k'),
+                                       (['reproduce', '--json', 'a.json', '--json', 'b.json'], '--json')])
+def test_non_ascii_digits_and_conflicts_refused(argv, flag, work):
+    "Digits of other scripts and `_` are refused (Python's `int` takes them), and so are conflicting or repeated flags."
+    rc, out, err, s = run(argv)
+    assert rc == 2 and err.count('\n') == 1 and flag in err and not any(r.calls for r in work.values()), err
+
+@pytest.mark.parametrize('cmd', [['reproduce', '--fix', '3'], ['audit']])
+def test_json_to_a_full_device_is_one_line(cmd, work):
+    "`--json /dev/full`: the work is done, the write fails: exit 2 and one line, not an `OSError` traceback."
+    rc, out, err, s = run(cmd + ['--json', '/dev/full'])
+    assert rc == 2 and err.count('\n') == 1 and 'cannot write the output' in err and 'Traceback' not in err, err
+
+def test_explain_with_every_flag_at_its_maximum_is_quick(work):
+    "The largest prompt in the smallest blocks with the widest drafter: seconds at most (the state-slot lists were 10 M long)."
+    from vllm_pd_spec.explain import LIMITS
+    for method in ('mtp', 'dflash', 'eagle'):
+        argv = ['explain', '--json', '--mamba', '--method', method, '-k', '64', '--block-size', '1', '--prompt-len', str(LIMITS['prompt_len'][1]),
+                '--sliding-window', str(LIMITS['sliding_window'][1])] + (['--mtp-modules', '64'] if method == 'mtp' else [])
+        rc, out, err, s = run(argv)
+        assert rc == 0 and s < 3.0, (method, s, err)
+
+def test_state_slot_answer_does_not_depend_on_leading_nulls():
+    "`explain` reads the Mamba lists' tails only: the answer with a capped prompt equals the one with the whole prompt."
+    from vllm_pd_spec.contracts import state_slots as S
+    for k in (1, 2, 5):
+        for kp in (1, k):
+            for B, n in ((1, 2000), (4, 997), (16, 3000)):
+                ns = min(n, B * (max(k, kp) + 3))
+                for pair in (S.pair_state_slots, S.legacy_pair_state_slots):
+                    got = [S.received_state(pair(p, kp, d, k, 'align'), p, kp, d, k)
+                           for p, d in [(S.mamba_block_ids(m, B, kp, 'align', 1), S.mamba_block_ids(m, B, k, 'align', 1001)) for m in (n, ns)]]
+                    assert got[0] == got[1], (k, kp, B, n)

@@ -1,155 +1,147 @@
-"""The rendered site, checked as a reader sees it: served over http on 127.0.0.1, loaded in headless
-Chromium, asserted on the rendered DOM. `DOCS_DIR` picks the site (default: the committed `docs/`)."""
-import functools, http.server, json, os, re, shutil, subprocess, tempfile, threading
+"""The rendered site, checked as a reader sees it: served over http on 127.0.0.1, every page loaded once in one
+headless Chromium at 1,280 px (driven over the DevTools protocol, tools/cdp.py), asserted on the rendered DOM and
+on what the page asked the network for. `DOCS_DIR` picks the site (default: the committed `docs/`)."""
+import functools, http.server, json, os, re, sys, threading
 from pathlib import Path
-import pytest, sys
+import pytest
 from nbdev.config import nbpath2html
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT/'tools'))
-import check_site  # noqa: E402
+import cdp, check_site  # noqa: E402
 DOCS = Path(os.environ.get('DOCS_DIR') or ROOT/'docs')
-CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
 pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not CHROMIUM, reason='headless Chromium not installed (`make browser` installs it)'),
+              pytest.mark.skipif(not cdp.chromium_path(), reason='headless Chromium not installed (`make browser` installs it)'),
               pytest.mark.skipif(not (DOCS/'index.html').exists(), reason=f'no site at {DOCS} (`make docs`)')]
 
 def page_for(nb): return nbpath2html(nb).name  # nbdev's own page name for a notebook
 
 NOTEBOOKS = sorted((ROOT/'nbs').glob('*.ipynb'))
+FIX_PAGES = [page_for(nb) for nb in NOTEBOOKS if re.match(r'0[1-6]_', nb.name)]  # fixes 1-6, one page each
+WIDTH = 1280
+
+# What one page shows at WIDTH: its h1s; every block but source code that is wider than the content column (its
+# own box past the column's right edge, or content scrolled inside it); table cells reading "None"; an "In short"
+# box. Code is Python source: a highlighted block that is not a cell's output.
+MEASURE = r"""(() => {
+  const col = document.querySelector('.md-content__inner'), cr = col.getBoundingClientRect();
+  const cs = getComputedStyle(col), right = cr.right - parseFloat(cs.paddingRight) + 1;
+  const isCode = e => { const h = e.closest('.highlight'); return !!h && !h.classList.contains('nb-output') && !e.closest('.nb-output'); };
+  const what = e => (e.tagName.toLowerCase() + (e.className && typeof e.className === 'string' ? '.' + e.className.split(' ')[0] : '')
+                     + ': ' + (e.innerText || e.getAttribute('alt') || '').trim().slice(0, 60).replace(/\s+/g, ' '));
+  const wide = [];
+  for (const e of col.querySelectorAll('table, pre, pre > code, .nb-html, img, svg, .katex-display, .md-typeset__scrollwrap, .diagram, .admonition, details')) {
+    if (isCode(e) || e.closest('.md-source, .headerlink, .md-clipboard') || e.closest('svg') && e.tagName.toLowerCase() !== 'svg' ) continue;
+    if (e.tagName.toLowerCase() === 'svg' && !e.closest('.diagram')) continue;  // icons
+    if (!e.offsetParent && e.tagName.toLowerCase() !== 'svg') continue;  // not shown (a closed block)
+    // Material's table wrapper reaches into the column's padding by design: only what scrolls inside it counts
+    const r = e.getBoundingClientRect(), edge = e.classList.contains('md-typeset__scrollwrap') ? 0 : r.right - right;
+    const over = Math.max(edge, e.scrollWidth - e.clientWidth - 1);
+    if (over > 1) wide.push({block: what(e), px: Math.round(over)});
+  }
+  const none = [...col.querySelectorAll('td, th')].filter(c => c.textContent.trim() === 'None').length;
+  const inShort = [...col.querySelectorAll('.admonition-title, summary, h2, h3, p > strong:first-child')]
+    .some(e => /^in short\b/i.test(e.textContent.trim()));
+  return {h1: [...document.querySelectorAll('h1')].map(h => h.textContent.replace('¶', '').trim().slice(0, 80)), wide, none, inShort,
+          page: document.documentElement.scrollWidth, viewport: innerWidth,
+          nav: [...document.querySelectorAll('.md-nav__link')].map(a => a.textContent.trim()),
+          diagrams: [...col.querySelectorAll('.diagram svg')].filter(s => s.getBoundingClientRect().height > 50).length};
+})()"""
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a): pass
 
 @pytest.fixture(scope='module')
 def server():
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(DOCS))
-    handler.log_message = lambda *a: None
+    handler = functools.partial(_Quiet, directory=str(DOCS))
     srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield f'http://127.0.0.1:{srv.server_address[1]}'
     srv.shutdown()
 
-def chromium(*args):
-    with tempfile.TemporaryDirectory() as prof:
-        cmd = [CHROMIUM, '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-               '--disable-background-networking', '--disable-component-update', '--disable-sync',
-               '--disable-dev-shm-usage', f'--user-data-dir={prof}', *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+@pytest.fixture(scope='module')
+def browser():
+    with cdp.Browser() as b: yield b
 
-def dom(url): return chromium('--virtual-time-budget=3000', '--dump-dom', url).stdout
-
-def title_of(nb):
-    "The notebook's title as the nav shows it (without markdown code marks)."
-    src = ''.join(json.loads(nb.read_text())['cells'][0]['source'])
-    return re.search(r'^#\s+(.+)$', src, re.M).group(1).strip().replace('`', '')
+@pytest.fixture(scope='module')
+def seen(server, browser):
+    "{page: what MEASURE found, plus `outside`: the requests to anything but the local server} for every page."
+    tab, out = browser.tab(WIDTH, 900), {}
+    for page in sorted(p.name for p in DOCS.glob('*.html')):
+        tab.goto(f'{server}/{page}', settle=0.1)
+        out[page] = tab.eval(MEASURE)
+        out[page]['outside'] = sorted({u for u in tab.requests if not u.startswith((server + '/', 'data:', 'blob:', 'about:'))})
+    return out
 
 def test_every_notebook_has_a_page():
     assert [nb.name for nb in NOTEBOOKS if not (DOCS/page_for(nb)).exists()] == []
 
-def test_index_renders_with_sidebar(server):
-    html = dom(server + '/index.html')
-    assert '<title>vllm_pd_spec</title>' in html
-    nav = re.findall(r'class="md-nav__link[^"]*"[^>]*>\s*(?:<span[^>]*>)?\s*([^<]+?)\s*<', html)
-    assert 'Overview' in nav
-    for nb in NOTEBOOKS[1:] if NOTEBOOKS[0].name == 'index.ipynb' else NOTEBOOKS:
-        if nb.name != 'index.ipynb': assert title_of(nb) in nav, f'{title_of(nb)!r} missing from the sidebar'
-    assert 'Two commands' in html
+def test_one_h1_per_page(seen):
+    bad = {p: s['h1'] for p, s in seen.items() if len(s['h1']) != 1 and p != '404.html'}
+    assert bad == {}, f'pages without exactly one h1 (page: its h1s): {bad}'
 
-def test_other_page_renders_and_screenshot(server, tmp_path):
-    other = next(nb for nb in NOTEBOOKS if nb.name != 'index.ipynb')
-    html = dom(f'{server}/{page_for(other)}')
-    assert f'<h1 id=' in html and title_of(other) in html
-    assert 'md-sidebar' in html
-    shot = tmp_path/'page.screenshot.png'
-    chromium('--window-size=1280,900', f'--screenshot={shot}', f'{server}/{page_for(other)}')
-    assert shot.exists() and shot.stat().st_size > 10_000
+def test_no_request_leaves_the_site(seen):
+    "Viewing a page fetches nothing from another host: scripts, styles, fonts, images, web APIs (workers included)."
+    bad = {p: s['outside'] for p, s in seen.items() if s['outside']}
+    assert bad == {}, f'requests outside the site: {bad}'
 
-def test_search_index_served(server):
-    import urllib.request
-    idx = json.loads(urllib.request.urlopen(server + '/search/search_index.json').read())
-    locs = {d['location'].split('#')[0] for d in idx['docs']}
-    assert {page_for(nb) for nb in NOTEBOOKS if nb.name != 'index.ipynb'} <= locs
-
-def test_nothing_fetched_from_the_internet():
-    "No page loads a script, stylesheet or image from another host (a canonical link is not a load)."
+def test_nothing_is_loaded_from_the_internet_by_markup():
+    "No page links a script, stylesheet or image on another host (a canonical link is not a load)."
     for page in DOCS.glob('*.html'):
         ext = [l for t, l in check_site.parse(page).links if t in ('script', 'link', 'img') and re.match(r'(https?:)?//', l)]
         assert ext == [], f'{page.name} loads {ext}'
 
-# A page of the test's own, served beside the site, loads a site page in an iframe of a given size, measures it as
-# a reader sees it (the first table's geometry, search results for a typed query, rendered diagrams) in real time,
-# and posts the result back; the server holds the probe page's load event (its `wait` image) until then.
-PROBE = """<!doctype html><html><body style="margin:0"><pre id="out"></pre><script>
-const p = new URLSearchParams(location.search), f = document.createElement('iframe');
-f.style.cssText = `width:${p.get('w')}px;height:${p.get('h')}px;border:0`; f.src = 'site/' + p.get('page');
-document.body.appendChild(f); let n = 0;
-function probe() {
-  const d = f.contentDocument, w = f.contentWindow, out = {};
-  if (d && d.readyState === 'complete' && d.querySelector('.md-content')) {
-    const t = d.querySelector('.md-content table');
-    if (t) { const wrap = t.closest('.md-typeset__scrollwrap') || t.parentElement, r = wrap.getBoundingClientRect();
-      out.table = {table: t.getBoundingClientRect().width, wrap: wrap.clientWidth, overflow: w.getComputedStyle(wrap).overflowX,
-                   right: r.right, font: parseFloat(w.getComputedStyle(t).fontSize)}; }
-    out.page = d.documentElement.scrollWidth; out.viewport = w.innerWidth;
-    out.results = d.querySelectorAll('.md-search-result__item').length;
-    const meta = d.querySelector('.md-search-result__meta'); out.meta = meta ? meta.textContent : null;
-    out.diagrams = [...d.querySelectorAll('div.mermaid')].filter(m => m.offsetHeight > 50).length;  // drawn (in a closed shadow root)
-    out.undrawn = d.querySelectorAll('pre.mermaid').length;
-    const box = d.querySelector('input.md-search__input');
-    if (p.get('q') && box && !out.results) {  // type the query as a reader would
-      box.focus(); box.value = p.get('q');
-      for (const e of ['focus', 'input', 'keyup']) box.dispatchEvent(new w.Event(e, {bubbles: true}));
-    }
-  }
-  const done = p.get('q') ? out.results > 0 : (p.get('wait') === 'mermaid' ? out.diagrams > 0 : out.page);
-  if (done || ++n > 300) fetch('result', {method: 'POST', body: JSON.stringify(out)}); else setTimeout(probe, 100);
-}
-setTimeout(probe, 200);
-</script><img src="wait" hidden></body></html>"""
+def test_no_block_but_code_is_wider_than_the_column(seen):
+    bad = {p: s['wide'] for p, s in seen.items() if s['wide']}
+    n = sum(map(len, bad.values()))
+    assert bad == {}, f'{n} blocks wider than the column at {WIDTH} px on {len(bad)} pages: ' + \
+        json.dumps({p: w[:4] for p, w in bad.items()}, indent=0)[:6000]
 
-class _ProbeHandler(http.server.SimpleHTTPRequestHandler):
-    result, done = None, None
-    def log_message(self, *a): pass
-    def do_POST(self):
-        type(self).result = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
-        type(self).done.set()
-        self.send_response(204); self.end_headers()
-    def do_GET(self):
-        if self.path.split('?')[0] != '/wait': return super().do_GET()
-        type(self).done.wait(40)
-        self.send_response(204); self.end_headers()
+def test_page_never_scrolls_sideways(seen):
+    assert {p: (s['page'], s['viewport']) for p, s in seen.items() if s['page'] > s['viewport']} == {}
 
-@pytest.fixture(scope='module')
-def probe(tmp_path_factory):
-    "probe(page, w, h, **params) -> what the probe page measured in headless Chromium."
-    root = tmp_path_factory.mktemp('probe')
-    (root/'site').symlink_to(DOCS.resolve(), target_is_directory=True)
-    (root/'probe.html').write_text(PROBE)
-    handler = functools.partial(_ProbeHandler, directory=str(root))
-    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    def run(page, w=1400, h=1000, **params):
-        _ProbeHandler.result, _ProbeHandler.done = None, threading.Event()
-        q = '&'.join(f'{k}={v}' for k, v in dict(page=page, w=w, h=h, **params).items())
-        chromium(f'--window-size={w + 20},{h + 80}', '--dump-dom', f'http://127.0.0.1:{srv.server_address[1]}/probe.html?{q}')
-        return _ProbeHandler.result or {}
-    yield run
-    srv.shutdown()
+def test_no_table_cell_reads_none(seen):
+    bad = {p: s['none'] for p, s in seen.items() if s['none']}
+    assert bad == {}, f'table cells reading "None" (page: count): {bad}'
 
-@pytest.mark.parametrize('w,h', [(1400, 1000), (390, 844)], ids=['desktop', 'phone'])
-def test_index_table_fits_or_scrolls(probe, w, h):
-    "The results table is readable: it fits its column, or scrolls sideways inside it; the page itself never does."
-    out = probe('index.html', w, h)
-    t = out.get('table')
-    assert t, f'no table measured: {out}'
-    assert out['page'] <= out['viewport'], f'the page scrolls sideways at {w} px: {out}'
-    assert t['table'] <= t['wrap'] + 1 or (t['overflow'] in ('auto', 'scroll') and t['right'] <= out['viewport']), out
-    assert t['font'] >= 11, f'table text too small to read: {t}'
+@pytest.mark.xfail(strict=False, reason='the fix pages\' "In short" boxes come with the pages\' content, merged separately')
+def test_every_fix_page_has_an_in_short_box(seen):
+    assert len(FIX_PAGES) == 6
+    assert [p for p in FIX_PAGES if not seen[p]['inShort']] == []
 
-def test_search_finds_pages(probe):
+def test_index_renders_with_sidebar(seen):
+    nav = seen['index.html']['nav']
+    assert 'Overview' in nav
+    for nb in NOTEBOOKS:
+        if nb.name == 'index.ipynb': continue
+        src = ''.join(json.loads(nb.read_text())['cells'][0]['source'])
+        title = re.search(r'^#\s+(.+)$', src, re.M).group(1).strip().replace('`', '')
+        assert title in nav, f'{title!r} missing from the sidebar'
+
+def test_diagrams_are_drawn_into_the_page(seen):
+    "The sequence diagram is an SVG drawn when the site was built: no diagram library is loaded by the page."
+    assert seen[page_for(ROOT/'nbs'/'40_pd_meets_spec.ipynb')]['diagrams'] >= 1
+    assert not (DOCS/'assets/vendor/mermaid').exists()
+
+def test_phone_width_pages_fit(server, browser):
+    "At 390 px the page itself never scrolls sideways; a wide table or diagram scrolls inside its own box."
+    tab = browser.tab(390, 844)
+    for nb in ('index.ipynb', '40_pd_meets_spec.ipynb', '02_prefill_backoff.ipynb', '08_explain.ipynb'):
+        tab.goto(f'{server}/{page_for(nb)}', settle=0.1)
+        assert tab.eval('document.documentElement.scrollWidth <= innerWidth'), nb
+
+def test_search_finds_pages(server, browser):
     "A query typed into the site's search returns results (the index is built and the search worker runs)."
-    out = probe('index.html', q='backoff')
-    assert out.get('results', 0) > 0, json.dumps(out)
-
-def test_diagrams_render_from_the_sites_own_copy(probe):
-    page = nbpath2html(ROOT/'nbs'/'40_pd_meets_spec.ipynb').name
-    out = probe(page, wait='mermaid')
-    assert out.get('diagrams', 0) >= 1 and out.get('undrawn') == 0, json.dumps(out)
+    tab = browser.tab(WIDTH, 900)
+    tab.goto(f'{server}/index.html', settle=0.1)
+    n = tab.eval("""new Promise(done => {
+      const box = document.querySelector('input.md-search__input'); let k = 0;
+      const tick = () => {
+        box.focus(); box.value = 'backoff';
+        for (const e of ['focus', 'input', 'keyup']) box.dispatchEvent(new Event(e, {bubbles: true}));
+        const n = document.querySelectorAll('.md-search-result__item').length;
+        if (n || ++k > 80) done(n); else setTimeout(tick, 100);
+      };
+      tick();
+    })""")
+    assert n > 0

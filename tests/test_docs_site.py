@@ -27,9 +27,21 @@ def test_site_is_small():
     assert check_site.site_bytes(DOCS) <= check_site.MAX_SITE_BYTES
 
 @needs_site
-def test_math_and_diagrams_ship_with_the_site():
+def test_math_ships_with_the_site_and_diagrams_are_drawn():
+    "KaTeX's stylesheet and fonts ship; diagrams are inline SVG, so no page loads a diagram library (or megabytes)."
     assert (DOCS/'assets/vendor/katex/katex.min.css').exists() and list((DOCS/'assets/vendor/katex/fonts').glob('*.woff2'))
-    assert (DOCS/'assets/vendor/mermaid/mermaid.min.js').exists()
+    assert not (DOCS/'assets/vendor/mermaid').exists()
+    page = (DOCS/nbpath2html('40_pd_meets_spec.ipynb').name).read_text()
+    assert '<div class="diagram"' in page and '<svg id="diagram-' in page and 'class="mermaid"' not in page
+    heavy = {p.name: p.stat().st_size for p in DOCS.rglob('*') if p.is_file() and p.suffix in ('.js', '.css', '.html')
+             and p.stat().st_size > 1_500_000}
+    assert heavy == {}, f'page files over 1.5 MB: {heavy}'
+
+@needs_site
+def test_header_fetches_no_repository_facts():
+    "Material's repository widget asks a web API for stars and forks; the site's header link is a plain link."
+    html = (DOCS/'index.html').read_text()
+    assert 'class="md-source"' in html and 'data-md-component="source"' not in html
 
 @needs_site
 def test_pages_name_nothing_outside_the_project():
@@ -78,7 +90,7 @@ def test_outputs_render_as_tables_text_and_images():
     page = prep_docs.Page('x.md')
     assert page.output({'output_type': 'execute_result', 'data': {'text/markdown': '| a |\n|---|\n| 1 |'}}).startswith('| a |')
     assert 'nb-html' in page.output({'output_type': 'display_data', 'data': {'text/html': '<table></table>'}})
-    assert page.output({'output_type': 'stream', 'name': 'stdout', 'text': 'x' * 200}).startswith('```{ .text .nb-output }')
+    assert page.output({'output_type': 'stream', 'name': 'stdout', 'text': 'x' * 20}).startswith('```{ .text .nb-output }')
     png = '' .join(json.loads((ROOT/'nbs/45_plotting.ipynb').read_text())['cells'][-1]['outputs'][0]['data']['image/png'])
     img = page.output({'output_type': 'display_data', 'data': {'image/png': png, 'text/plain': 'Two lines.'}})
     assert 'alt="Two lines."' in img and page.images and page.missing_alt == []
@@ -99,3 +111,55 @@ def test_nav_is_generated_by_notebook_number():
     assert prep_docs.section('00_config.ipynb') == prep_docs.section('41_glossary.ipynb') == 'Background and reference'
     assert prep_docs.section('index.ipynb') is None
     assert prep_docs.nav_title('`vllm-pd-spec explain`', 'explain') == 'vllm-pd-spec explain'
+
+def test_missing_values_read_as_a_dash():
+    md = prep_docs.dash_missing('| a | b | c |\n|---|---|---|\n| None | 1 | NaN |\n|2|None|Nonesuch|\nNone in prose')
+    assert md.split('\n')[2:] == ['| — | 1 | — |', '|2| — |Nonesuch|', 'None in prose']
+    assert prep_docs.dash_missing_html('<td>None</td><td class="x"> NaN </td><td>Nonesuch</td>') == \
+        '<td>—</td><td class="x">—</td><td>Nonesuch</td>'
+    out = prep_docs.Page('x.md').output({'output_type': 'execute_result', 'data': {'text/markdown': '| a |\n|---|\n| None |'}})
+    assert '| — |' in out and 'None' not in out
+
+def test_a_wide_short_table_is_turned():
+    "A table of more than `WIDE_COLS` columns and few rows is shown one row per column, its rows named by what tells them apart."
+    head = ['setting', 'seed'] + [f'c{i}' for i in range(10)]
+    md = '\n'.join(['| ' + ' | '.join(head) + ' |', '|' + '---|' * 12,
+                    '| k=3 | 0 | ' + ' | '.join('1' * 10) + ' |', '| k=3 | 1 | ' + ' | '.join('2' * 10) + ' |'])
+    out = prep_docs.turn_wide_tables(md).split('\n')
+    assert out[0] == '| setting, seed | k=3, seed 0 | k=3, seed 1 |' and out[2] == '| c0 | 1 | 2 |' and len(out) == 12
+    narrow = '| a | b |\n|---|---|\n| 1 | 2 |'
+    assert prep_docs.turn_wide_tables(narrow) == narrow
+
+def test_snake_case_headers_may_wrap():
+    "A table's header row breaks after `_` (outside code), so a table of long column names fits the column."
+    md = prep_docs.header_breaks('| legacy_victims | `a_b` |\n|---|---|\n| x_y | 1 |')
+    assert md.split('\n') == ['| legacy_<wbr>victims | `a_b` |', '|---|---|', '| x_y | 1 |']
+    assert prep_docs.dash_missing_html('<th>a_b</th><td>c_d</td>') == '<th>a_<wbr>b</th><td>c_d</td>'
+
+def test_long_outputs_are_pretty_printed_or_wrapped():
+    "A one-line setup dict becomes lines that fit the column; a long line that is no literal is marked to wrap."
+    setup = 'fix 5 setup: ' + repr({'ks': (1, 2, 3), 'rules': ('main #45237', '0.24.0', '0.33.0 V1', '0.33.0 V2'),
+                                    'num_requests': 16, 'seeds': list(range(12)), 'model': None})
+    txt, wrap = prep_docs.fit_output(setup)
+    assert not wrap and max(map(len, txt.split('\n'))) <= prep_docs.OUTPUT_COLS and txt.startswith('fix 5 setup: {')
+    assert "'model': None" in txt and len(txt.split('\n')) > 1
+    assert prep_docs.fit_output('short line') == ('short line', False)
+    assert prep_docs.fit_output('word ' * 40)[1]
+    md = prep_docs.Page('x.md').output({'output_type': 'stream', 'name': 'stdout', 'text': 'word ' * 40})
+    assert md.startswith('```{ .text .nb-output .nb-wrap }')
+
+def test_a_prose_line_starting_with_a_pr_number_is_no_heading():
+    "`#54926 reports ...` at a line's start would render as a heading: it becomes a link (or an escaped `#`)."
+    md = prep_docs.cite_links("#54926 reports x\n#12 is short\n```\n#3 in code\n```\n# Title")
+    assert md.split('\n')[0].startswith('[#54926](https://github.com/vllm-project/vllm/pull/54926)')
+    assert md.split('\n')[1] == '\\#12 is short' and '#3 in code' in md and md.endswith('# Title')
+    assert prep_docs.hash_digit_lines("#54926 a\n```\n#1 b\n```\n# T\n#2 c") == ['#54926 a', '#2 c']
+
+@pytest.mark.xfail(strict=False, reason="the notebooks' prose is reworded with the pages' content, merged separately; "
+                                        'until then the site links such a line instead of making it a heading')
+def test_no_notebook_prose_line_starts_with_hash_and_digit():
+    "A markdown line starting `#54926 ...` is a heading to Jupyter and to the site: the notebooks have none."
+    found = {nb.name: lines for nb in NOTEBOOKS
+             for lines in [[l[:50] for c in json.loads(nb.read_text())['cells'] if c['cell_type'] == 'markdown'
+                            for l in prep_docs.hash_digit_lines(''.join(c['source']))]] if lines}
+    assert found == {}, found

@@ -222,3 +222,19 @@ def test_waiting_request_skipped_when_the_reserve_leaves_nothing():
         so = s.schedule()
         if 'b' in so.num_scheduled_tokens: break
     assert so.num_scheduled_tokens['b'] == 3
+
+def test_padded_step_counts_as_vllm_counts():
+    "A request admitted with one token left (a full prefix hit) is padded with k placeholders: vLLM counts k drafts, 0 accepted."
+    s = sched(VllmConfig(SpeculativeConfig('ngram', 3), FULL))   # no drafter block dropped or held back: the hit is 8 of 9
+    s.add_request(Request('a', list(range(9)), max_tokens=1)); run(s)
+    assert s.spec_decoding_stats.num_drafts == 0
+    s.add_request(Request('b', list(range(9)), max_tokens=4))
+    so = s.schedule()
+    assert so.scheduled_spec_decode_tokens['b'] == [-1] * 3   # the one-token tail, padded
+    s.update_from_output(so, toy_runner_output(s, so))
+    st, drafted = s.spec_decoding_stats, s.spec_decoding_stats_drafted
+    assert (st.num_drafts, st.num_draft_tokens, st.num_accepted_tokens, st.mean_acceptance_length) == (1, 3, 0, 1.0)
+    assert drafted.num_drafts == 0                            # ours, beside it: placeholders alone are no drafts
+    run(s, accept=2)
+    assert st.num_drafts == drafted.num_drafts + 1 and st.num_accepted_tokens == drafted.num_accepted_tokens > 0
+    assert st.mean_acceptance_length < drafted.mean_acceptance_length

@@ -21,26 +21,28 @@ def model(name='text-attn'): return load_model(name, torch.float64)
 @functools.lru_cache(None)
 def prompts(n:int, count:int=2, name:str='text-attn'): return tuple(tuple(p) for p in model_prompts(name, count, n))
 
-def census_vs_contract(arm:str, k:int, n:int, b:int, temperature:float=0.0, name:str='text-attn', count:int=2)->tuple:
+def census_vs_contract(arm:str, k:int, n:int, b:int, temperature:float=0.0, name:str='text-attn', count:int=2,
+                       max_num_seqs:int|None=None)->tuple:
     "Serve `count` prompts of `n` tokens in `arm` with backoff `b` on both sides; (census per request, contract per request)."
     ps = [list(p) for p in prompts(n, count, name)]
     with torch.no_grad():
         run = X.serve_arm(arm, model(name), k, ps, max_tokens=k + 3, sampling=SamplingParams(temperature, 7),
-                      backoff=lambda has_mamba, L: b, max_num_seqs=count)
+                      backoff=lambda has_mamba, L: b, max_num_seqs=max_num_seqs or count)
     got, want = [], []
     for i, p in enumerate(ps):
         tokens = p + run['outputs'][i]
         got.append(X.census(run['kv'][f'req-{i}'], X.reference_drafter_kv(model(name), tokens, n, k)))
         e = X.num_matched(run['continuation'][f'req-{i}'], tokens, B.remote_prefill_token_count(n, run['backoff']), k)
-        want.append(X.predicted(n, k, run['backoff'], run['handoff_window'], e))
+        want.append(X.predicted(n, k, run['backoff'], run['handoff_window'], e, reset_on_add=run['reset_on_add'],
+                                num_rejected=run['log'].first_rejected(f'req-{i}')))
     return got, want
 
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.sampled_from(['legacy', 'backoff', 'handoff', 'backoff+handoff']), st.integers(2, 4), st.integers(6, 40),
-       st.integers(0, 5), st.sampled_from([0.0, 1.0]))
-def test_census_equals_contract(arm, k, n, b, temperature):
-    "Over k, N, the backoff b and the arm (with or without the hand-off): the entries that differ are exactly the contract's."
-    got, want = census_vs_contract(arm, k, n, b, temperature)
+@given(st.sampled_from(['legacy', 'backoff', 'reset on add', 'handoff', 'backoff+handoff']), st.integers(2, 4), st.integers(6, 40),
+       st.integers(0, 5), st.sampled_from([0.0, 1.0]), st.sampled_from([1, 2]))
+def test_census_equals_contract(arm, k, n, b, temperature, max_num_seqs):
+    "Over k, N, the backoff b, the arm and slot reuse (one request at a time reuses the last slot): the differing entries are the contract's."
+    got, want = census_vs_contract(arm, k, n, b, temperature, count=2 if max_num_seqs == 2 else 3, max_num_seqs=max_num_seqs)
     for g, w in zip(got, want): assert torch.equal(g, w), (g.nonzero().tolist(), w.nonzero().tolist())
 
 def test_census_equals_contract_hybrid():
@@ -48,6 +50,22 @@ def test_census_equals_contract_hybrid():
     for arm, b in (('backoff', 2), ('handoff', 0), ('legacy', 1)):
         got, want = census_vs_contract(arm, 3, 24, b, name='text-hybrid')
         for g, w in zip(got, want): assert torch.equal(g, w), (arm, g.nonzero().tolist(), w.nonzero().tolist())
+
+def test_stale_reprefill_reaches_module_0():
+    "D's padded first step re-prefills k - 1 positions from the slot's rows (a previous occupant's, or zeros): every module differs there."
+    k, n = 3, 32
+    for max_num_seqs in (1, 3):          # one at a time: each request takes the slot its predecessor left; three: fresh zero rows
+        got, want = census_vs_contract('legacy', k, n, 0, count=3, max_num_seqs=max_num_seqs)
+        for g, w in zip(got, want):
+            assert torch.equal(g, w) and g[0, n - k:n - 1].all() and not g[0, n - 1] and g[1:, n - k:].all()
+    got, want = census_vs_contract('reset on add', k, n, 1, count=3, max_num_seqs=1)  # ours, where a backoff of 1 pads: nothing stale
+    assert B.stale_reprefill_tokens(n, k - 1, 1) == 2 and all(torch.equal(g, w) and not g[0, n - k] for g, w in zip(got, want))
+
+def test_short_tail_leaves_rows_unwritten():
+    "A backoff of 2 under k = 4 leaves D a 2-token first window: it writes 2 of 3 rows, and a first decode step rejecting 4 reaches the third."
+    got, want = census_vs_contract('legacy', 4, 32, 2, count=3, max_num_seqs=1)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert B.stale_reprefill_tokens(32, 3, 2) == 1 and B.stale_reprefill_tokens(32, 3, 2, num_rejected=3) == 0
 
 def test_census_sees_the_taint():
     "The census is not vacuous: 0.33.0's backoff leaves entries that differ, where the contract says."
@@ -89,3 +107,19 @@ def test_sampling_params_are_checked():
     with pytest.raises(ValueError, match='temperature'): SamplingParams(-1.0)
     with pytest.raises(TypeError, match='temperature'): SamplingParams('hot')
     with pytest.raises(TypeError, match='seed'): SamplingParams(1.0, 1.5)
+
+def test_eagle_on_gdn_keeps_one_entry():
+    "EAGLE on the hybrid target: 0.33.0's backoff (1) leaves P's one guess-derived entry at N - 2 where P guessed x_{N-1} wrong; census = contract."
+    name, k, n = 'text-hybrid', 3, 24
+    ps = [list(p) for p in prompts(n, 4, name)]
+    wrong = None
+    for arm in ('backoff', 'standalone'):
+        with torch.no_grad(): run = X.serve_arm(arm, model(name), k, ps, max_tokens=k + 3, method='eagle', max_num_seqs=4)
+        res = X.taint(run, model(name), ps, k)
+        assert run['num_modules'] == 1 and not res['contract_mismatches'] and res['stale_reprefill_entries'] == 0, res
+        if arm == 'backoff':
+            assert run['backoff'] == 1
+            wrong = sum(run['continuation'][f'req-{i}'][0] != p[n - 1] for i, p in enumerate(ps))  # P's guess of x_{N-1}
+            assert res['tainted_entries'] == res['requests_tainted'] == wrong > 0
+        else: assert res['tainted_entries'] == 0
+    assert B.tainted_entries(n, 1, 1) == 1 and B.tainted_entries(n, 1, 1, num_matched=1) == 0

@@ -1,4 +1,4 @@
-"`vllm-pd-spec explain` reports the derivations beyond the six (rows 7-10)."
+"`vllm-pd-spec explain` reports the derivations beyond the six (rows 7-11)."
 from vllm_pd_spec.explain import explain, format_explain
 
 def _hazard_keys(r): return {h['key'] for h in r['hazards'] if not h['harmless']}
@@ -22,3 +22,11 @@ def test_dflash_drop_and_padded_store_count():
 def test_no_drafter_no_new_rows():
     r = explain(method='ngram', k=3, mamba=True)
     assert not {k for k in _hazard_keys(r) if k.split('.')[0] in ('drop_group_ids', 'draft_kv_on_d')}
+
+def test_waiting_queue_rows_on_the_decode_side():
+    r = explain(method='mtp', k=3, mtp_modules=3)
+    assert {'waiting_queue.holders_first', 'waiting_queue.load_margin_blocks'} <= _hazard_keys(r)
+    assert (r['fixed']['waiting_queue.load_margin_blocks'], r['legacy']['waiting_queue.load_margin_blocks']) == (1, 0)
+    assert 'A load that holds blocks is never stranded' in format_explain(r)
+    p = explain(method='mtp', k=3, role='prefill')
+    assert p['fixed']['waiting_queue.holders_first'] is None and explain()['fixed']['waiting_queue.holders_first'] is None

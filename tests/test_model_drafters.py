@@ -28,3 +28,39 @@ def test_float64(model, prompts):
     m64 = load_model(dtype=torch.float64)
     assert next(m64.parameters()).dtype == torch.float64
     assert spec_decode(m64, prompts[0].prompt, 8, 'mtp', k=3)[0] == spec_decode(model, prompts[0].prompt, 8, 'mtp', k=3)[0]
+
+def test_short_conv_paged_equals_dense_whatever_the_split():
+    "The conv MTP's convolution (ours): taps of this forward from the input, earlier ones through the block table; zeros before 0."
+    from vllm_pd_spec.model.drafters import short_conv, short_conv_dense
+    from vllm_pd_spec.model.model import make_meta
+    g = torch.Generator().manual_seed(1)
+    x, w = torch.randn(13, 6, generator=g, dtype=torch.float64), torch.randn(6, 3, generator=g, dtype=torch.float64)
+    ref = short_conv_dense(x[None], w)[0]
+    assert torch.allclose(ref[0], x[0] + w[:, -1] * x[0])  # position 0: only its own tap
+    for cuts in ((0, 13), (0, 1, 2, 13), (0, 5, 6, 7, 13)):
+        cache, out = torch.zeros(5, 3, 2, 3, dtype=torch.float64), []
+        for a, b in zip(cuts, cuts[1:]):
+            pos, meta = make_meta([dict(block_table=[4, 0, 3, 1, 2], num_computed=a, query_len=b - a)], 3)
+            out.append(short_conv(x[a:b], w, cache, pos, meta))
+        assert torch.allclose(torch.cat(out), ref), cuts
+    cache[0] = 7.  # a stale entry at positions 3..5 (block 0) changes the next forward's first taps: the state is read from the cache
+    pos, meta = make_meta([dict(block_table=[4, 0, 3, 1, 2], num_computed=6, query_len=1)], 3)
+    assert not torch.allclose(short_conv(x[6:7], w, cache, pos, meta), ref[6:7])
+
+def test_conv_mtp_depth_paged_equals_dense():
+    from dataclasses import replace
+    from vllm_pd_spec.model.drafters import ConvMTPDrafter, ConvDraftLayer
+    from vllm_pd_spec.model.model import ModelArgs, HybridLM, ModelCache, make_meta
+    a = ModelArgs(vocab_size=30, d_model=16, n_heads=2, head_dim=8, mlp_hidden=24, layer_kinds=('full_attention',), n_mtp=2)
+    torch.manual_seed(0)
+    d, t = ConvMTPDrafter(a).double(), HybridLM(a).double()
+    ids, h = torch.randint(0, 30, (1, 11)), torch.randn(1, 11, 16, dtype=torch.float64)
+    dense = d.modules_[1].dense(t.embed(ids), h, torch.arange(11))[0]
+    cache, out = ModelCache(d.attn_layers(), [], a, 3, 4, dtype=torch.float64), []
+    for lo, hi in ((0, 6), (6, 7), (7, 11)):
+        pos, meta = make_meta([dict(block_table=[2, 0, 1], num_computed=lo, query_len=hi - lo)], 4)
+        out.append(d(t, 1, ids[0, lo:hi], h[0, lo:hi], pos, meta, cache))
+    assert torch.allclose(torch.cat(out), dense)
+    assert d.attn_layers()[:2] == ['mtp.0', 'mtp.1'] and 'mtp.1.sconv.out' in cache.kv
+    with pytest.raises(ValueError, match='d_model'): ConvDraftLayer(replace(a, head_dim=4), 'x')
+    with pytest.raises(ValueError, match='kernel'): ConvDraftLayer(a, 'x', kernel=1)

@@ -3,9 +3,9 @@ training's smallest configuration on CPU, and on CUDA the fla prefill path again
 import json, math, pytest, torch
 from vllm_pd_spec.model.corpus import (corpus_files, load_tokenizer, train_tokenizer, token_stream, heldout_prompts,
                                        encode, decode, EOS_ID, MASK_ID, CORPUS, TOKENIZER)
-from vllm_pd_spec.model.drafters import load_model, model_prompts, MODELS, DATA, SpecModel
+from vllm_pd_spec.model.drafters import load_model, model_prompts, MODELS, DATA, SpecModel, VARIANTS
 
-TEXT = [n for n in MODELS if n.startswith('text-')]
+TEXT = [n for n in MODELS if n.startswith('text-') and n not in VARIANTS]  # the text targets; a variant ships one drafter
 
 def test_split_by_file():
     tr, ho, al = corpus_files('train'), corpus_files('heldout'), corpus_files('all')
@@ -149,3 +149,63 @@ def test_saved_runs_read_back(tmp_path):
     log = new['text_h200_run3']['logs']['text-attn-bytes.retry']
     assert (log['model'], log['tokenizer'], log['attempt'], log['steps'], log['probe']) == ('text-attn', 'bytes', 'retry', {'target': 10}, {'fla/target': 1.5, 'fla/drafters': 2.5})
     assert shipped_from('text-attn', new) == ('text_h200_run3', 'text-attn-bytes.retry') and latest(new, 'backend_ms') == (None, None)
+
+def test_variant_ships_its_drafter_alone():
+    "The conv MTP variant (ours): its file holds the MTP depths alone; target, EAGLE and DFlash are its base's shipped ones."
+    from safetensors import safe_open
+    from vllm_pd_spec.engine.runner import drafter_layer_names
+    name = 'text-attn-convmtp'
+    v, base = load_model(name), load_model(VARIANTS[name]['base'])
+    with safe_open(str(DATA / f'{MODELS[name]}.safetensors'), 'pt') as f: keys = set(f.keys())
+    assert keys and all(k.startswith('mtp.') for k in keys) and keys == {k for k in v.state_dict() if k.startswith('mtp.')}
+    sd, sb = v.state_dict(), base.state_dict()
+    assert all(torch.equal(sd[k], sb[k]) for k in sb if not k.startswith('mtp.'))
+    assert type(v.mtp).__name__ == 'ConvMTPDrafter' and v.mtp.kernel == VARIANTS[name]['kernel'] == 4
+    assert {'mtp.0.sconv.kv', 'mtp.3.sconv.out'} <= set(drafter_layer_names(v, 'mtp'))  # the convolution state joins the drafter's KV
+    card = json.loads((DATA / f'{MODELS[name]}.json').read_text())
+    assert card['base'] == 'text-attn' and card['tokenizer'] == 'bpe1024' and card['training']['params']['mtp'] == sum(p.numel() for p in v.mtp.parameters())
+
+def test_variant_card_gates_and_costs():
+    from vllm_pd_spec.experiments.model_gates import check_gates
+    from vllm_pd_spec.model.drafters import model_cards
+    card = json.loads((DATA / 'text_attn_convmtp.json').read_text())
+    rep = card['gates']['measured']
+    assert card['gates']['passed'] == check_gates(rep) and set(check_gates(rep)) == set(check_gates(json.loads((DATA / 'text_attn.json').read_text())['gates']['measured']))
+    m = rep['mtp']
+    assert set(rep) >= {'mtp', 'next_token_accuracy'} and not {'eagle', 'dflash'} & set(rep)
+    assert m['mean_acceptance_length'] == pytest.approx(1 + sum(m['per_position'])) and set(m['last_positions_cost']) == {'2', '3', '4'}
+    assert all(m['last_positions'][k]['zeroed_positions'] == int(k) - 1 for k in m['last_positions'])
+    row = next(c for c in model_cards() if c['name'] == 'text-attn-convmtp')
+    assert row['base'] == 'text-attn' and row['last_positions_cost'] == m['last_positions_cost'] and row['zeroed_kv_cost'] == {'mtp': m['zeroed_kv_cost']}
+
+def test_engine_serves_variant_as_the_clean_loop():
+    "The runner's MTP path serves the conv MTP unchanged: outputs and per-position acceptance equal the clean reference loop's."
+    from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
+    from vllm_pd_spec.model.drafters import spec_decode
+    m = load_model('text-attn-convmtp', torch.float64)
+    prompt = model_prompts('text-attn', 1, 64)[0][:32]
+    eng = LLMEngine(make_config('mtp', 3, model=m), m, dtype=torch.float64)
+    out = eng.generate([prompt], 10)[0]
+    ref, st = spec_decode(m, prompt, 10, 'mtp', k=3)
+    assert out == ref == spec_decode(m, prompt, 10)[0]
+    assert (eng.spec_stats.num_drafts, list(eng.spec_stats.num_accepted_tokens_per_pos)) == (st.num_drafts, st.accepted_per_pos)
+
+@pytest.mark.parametrize('arm,b', [('legacy', 0), ('backoff', 2), ('handoff', 0)])
+def test_fix2_census_covers_the_conv_state(arm, b):
+    "Fix 2's arms on the conv MTP (ours): the census (attention KV and convolution state per depth) equals the contract with `conv=True`."
+    from vllm_pd_spec.experiments import backoff as X
+    from vllm_pd_spec.contracts import backoff as B
+    from vllm_pd_spec.engine.runner import SamplingParams
+    k, n, m = 3, 24, load_model('text-attn-convmtp', torch.float64)
+    ps = [p[:n] for p in model_prompts('text-attn', 2, 64)]
+    with torch.no_grad(): run = X.serve_arm(arm, m, k, ps, max_tokens=k + 3, backoff=lambda has_mamba, L: b, max_num_seqs=1)
+    assert run['kv']['req-0'].shape[-1] == 2 * 3 * m.args.d_model  # per position: keys and values, then four convolution streams
+    for i, p in enumerate(ps):
+        tokens = p + run['outputs'][i]
+        got = X.census(run['kv'][f'req-{i}'], X.reference_drafter_kv(m, tokens, n, k))
+        e = X.num_matched(run['continuation'][f'req-{i}'], tokens, B.remote_prefill_token_count(n, run['backoff']), k)
+        want = X.predicted(n, k, run['backoff'], run['handoff_window'], e, reset_on_add=run['reset_on_add'],
+                           num_rejected=run['log'].first_rejected(f'req-{i}'), conv=True)
+        assert torch.equal(got, want), (got.nonzero().tolist(), want.nonzero().tolist())
+        if arm == 'legacy':  # the stale re-prefill's taint reaches module 0's last prompt position through the convolution
+            assert got[0, n - 1] and not X.predicted(n, k, run['backoff'], run['handoff_window'], e, num_rejected=run['log'].first_rejected(f'req-{i}'))[0, n - 1]

@@ -91,10 +91,11 @@ def test_real_model_pd_over_nixl_is_lossless_with_parity_and_survives_corruption
     task = {f'req-{i}': e.prompt for i, e in enumerate(make_prompts(4, seed=7))}
     ref_out, ref_spec = pd_process.llm_standalone(task, max_tokens=6, method='mtp')
     pd = pd_process.run_pd_nixl(task, max_tokens=6, build=pd_process.build_llm_engine, build_kw=dict(method='mtp'),
-                        p_kw=dict(faults={'req-1': 'corrupt'}), deadline_s=240)
+                        p_kw=dict(faults={'req-1': 'corrupt'}), d_kw=dict(timeout_s=120.0), deadline_s=240)  # no timeout on a busy machine
     rd = pd['reports']['decode']
     assert pd['outputs'] == ref_out  # lossless, float64, with one load recomputed
     assert rd['failures'] == [('req-1', 'checksum')] and rd['recomputed'] == 1 and rd['stats']['transfers'] == len(task) - 1
+    assert pd['reports']['prefill']['stats']['p_crpt'] == 1  # P heard of it, and dropped the block from its prefix cache
     for r in pd['reports'].values(): assert r['free_blocks'] == r['num_blocks'] - 1 and not any(r['in_use'].values())
     pd2 = pd_process.run_pd_nixl(task, max_tokens=6, build=pd_process.build_llm_engine, build_kw=dict(method='mtp'), deadline_s=240)
     assert pd2['outputs'] == ref_out and pd2['reports']['decode']['spec'] == ref_spec  # lossless and parity
@@ -133,9 +134,27 @@ def test_more_requests_than_staging_slots():
         ra = ra or D.read_blocks('d-t', 'a', ([1, 0], [1, 2]), 'p-t', 'a', ([1, 2], [1, 2]))
         rb = rb or D.read_blocks('d-t', 'b', ([3, 0], [3, 4]), 'p-t', 'b', ([3, 4], [3, 4])); P.get_notifs('p-t')
     assert D.verify(ra) and D.verify(rb) and float(ra.states['gdn']) == 1.0 and float(rb.states['gdn']) == 2.0
-    P.num_state_slots, P._free_slots = 0, []
-    with pytest.raises(RuntimeError, match='num_state_slots'): P.send_blocks('p-t', 'c', ([5], [5]), states={'gdn': torch.tensor([3.0])})
+    assert _wait(lambda: not P.published, P, D)
+    P._free_slots = []  # every staging slot held: the publication waits (backpressure), P does not raise
+    P.send_blocks('p-t', 'c', ([5], [5]), states={'gdn': torch.tensor([3.0])})
+    assert P.in_use()['backlog'] == 1 and 'c' not in P.published and P.stats['publish_waits'] >= 1
+    P._free_slots = [0]; P.get_notifs('p-t')  # a slot frees: the oldest waiting publication goes out
+    assert 'c' in P.published and P.in_use()['backlog'] == 0
     P.close(); D.close()
+
+def test_burst_over_nixl_waits_for_staging_slots_and_loses_nothing():
+    "More requests finish on P in one step than there are staging slots: P holds them back; outputs equal the local transport's."
+    from vllm_pd_spec.engine.llm_engine import PDPair
+    from vllm_pd_spec.model.data import make_prompts
+    prompts = [e.prompt for e in make_prompts(6, seed=5)]
+    from vllm_pd_spec.config import SchedulerConfig
+    sc = SchedulerConfig(max_num_batched_tokens=1024)  # every prompt finishes on P in the first step
+    ref = PDPair('mtp', 2, scheduler_config=sc).generate(prompts, max_tokens=3)
+    tr = nixl_transport.NixlPair(num_state_slots=2, timeout_s=300.0)  # a read waits for its publication, however loaded the machine
+    pair = PDPair('mtp', 2, transport=tr, scheduler_config=sc)
+    assert pair.generate(prompts, max_tokens=3) == ref and pair.P.dead is None and pair.D.dead is None
+    assert tr.stats['prefill-0']['publish_waits'] > 0 and tr.stats['decode-0']['transfers'] == len(prompts)
+    assert not any(any(u.values()) for u in tr.in_use().values())
 
 def _wait(cond, P, D, s=5.0):
     import time; t = time.monotonic()
@@ -197,3 +216,31 @@ def test_no_pickle_in_the_transport():
     names = {a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     assert not {'pickle', 'cPickle', 'dill', 'marshal'} & names
+
+def test_nixl_forged_done_frees_nothing_and_unknown_ids_are_bounded():
+    "A `done` without the publication's token frees nothing; notices and publications for unknown ids are capped."
+    P, D, _, _ = _pair()
+    P.max_pending = D.max_pending = 16
+    P.send_blocks('p-t', 'r', ([1, 2], [1, 2]), states={'gdn': torch.arange(3.0)})
+    to_p = lambda raw: D.agent.send_notif(D.peers['p-t']['name'], raw)
+    to_p(encode_notice(nixl_transport.DONE, 'r')); to_p(encode_notice(nixl_transport.DONE, 'r', 'f' * 16))
+    to_p(encode_notice(nixl_transport.CRPT, 'r', '0' * 16))
+    assert _wait(lambda: P.stats['forged_notice'] == 3, P, D) and 'r' in P.published and P.get_notifs('p-t') == set()
+    for i in range(200): to_p(encode_notice(nixl_transport.FAIL, f'ghost-{i}')); to_p(encode_notice(nixl_transport.DONE, f'ghost-{i}'))
+    assert _wait(lambda: P.stats['p_fail'] == 200 and P.stats['p_done'] == 202, P, D)
+    assert len(P._claimed) == 16 and P.stats['dropped_claims'] == 200 - 16 and P.stats['unknown_notice'] == 200
+    assert D.verify(_read(P, D)) and _wait(lambda: 'r' not in P.published, P, D)  # the real reader still frees it
+    for i in range(100): P.agent.send_notif(P.peers['d-t']['name'], encode_pub(f'unread-{i}', 'p-t', {}, None, [], ()))
+    assert _wait(lambda: D.stats['dropped_pubs'] == 100 - 16, P, D) and len(D.pubs_in) == 16
+    P.close(); D.close()
+
+def test_nixl_checksum_failure_is_reported_to_p():
+    "P's block changed after its checksum: D's check fails and D's `crpt` tells P, which reports it to its scheduler."
+    P, D, _, _ = _pair()
+    P.faults['r'] = 'corrupt'
+    P.send_blocks('p-t', 'r', ([1, 2], [1, 2]))
+    rec = _read(P, D)
+    assert rec.error == 'checksum'
+    corrupt = set()
+    assert _wait(lambda: corrupt.update(P.get_corrupt('p-t')) or corrupt == {'r'}, P, D) and not P.published
+    P.close(); D.close()

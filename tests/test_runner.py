@@ -193,3 +193,22 @@ def test_row_sampled_from_p_record_feeds_the_next_step():
     m, prompts = load_model('text-attn', torch.float64), heldout_prompts(2, prompt_len=48)
     ref = LLMEngine(make_config('mtp', 1, model=m), m, dtype=torch.float64).generate(prompts, 8)
     assert PDPair('mtp', 1, Fixes(), m, dtype=torch.float64, handoff=True).generate(prompts, 8) == ref
+
+def test_drafter_rows_live_per_slot_and_persist(m64, examples):
+    "D's padded first step re-prefills k - 1 rows its request never wrote; 'reset on add' (ours) never does; standalone never does."
+    prompts = [e.prompt for e in examples[:4]]
+    seen = {}
+    for state in ('slot', 'reset on add'):
+        pd = PDPair('mtp', 3, Fixes().off(2), m64, dtype=torch.float64, scheduler_config=SchedulerConfig(max_num_seqs=1))
+        pd.D.runner.reprefill_state, stale = state, {}
+        pd.D.runner.on_stale_reprefill = lambda rid, pos: stale.setdefault(rid, []).append(list(pos))
+        seen[state] = (pd.generate(prompts, 6), stale, pd.D.runner)
+    outs, stale, runner = seen['slot']
+    assert outs == seen['reset on add'][0]                                   # lossless either way (greedy)
+    assert {rid: p for rid, p in stale.items()} == {f'req-{i}': [list(range(len(p) - 3, len(p) - 1))] for i, p in enumerate(prompts)}
+    assert seen['reset on add'][1] == {} and runner.cached_draft_input_ids.shape == (runner.cached_draft_input_ids.shape[0], 2)
+    assert runner.cached_target_hidden_states.abs().sum() > 0                # the rows outlive their requests: nothing clears them
+    sa = LLMEngine(make_config('mtp', 3, model=m64), m64, dtype=torch.float64)
+    sa.runner.on_stale_reprefill = lambda rid, pos: stale.setdefault('standalone', []).append(rid)
+    sa.generate(prompts, 6)
+    assert 'standalone' not in stale

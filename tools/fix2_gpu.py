@@ -127,7 +127,7 @@ def build(arm, model, k, n_prompts, prompt_len, max_tokens, device, sampling):
         engine = decoder = LLMEngine(make_config('mtp', k, fixes=arm.fixes, model=model, scheduler_config=sched,
                                                  cache_config=CacheConfig(num_gpu_blocks=blocks)), model, **kw)
         engines = (engine,)
-    for e in engines: e.runner.sampling = sampling
+    for e in engines: e.runner.sampling, e.runner.reprefill_state = sampling, arm.reprefill_state
     return engine, decoder
 
 def profile_steps(decoder, engine_step, n_steps:int, device)->dict:

@@ -4,8 +4,9 @@
   index and `#the-num_new_tokens-0-assertion`-style links resolve: `slugify`.
 - Math typeset at build time: pymdownx.arithmatex marks `$...$` and `$$...$$`; KaTeX (from `make vendor`)
   renders them under node; the page links KaTeX's stylesheet and fonts from the site itself.
-- Mermaid diagrams drawn in the browser by the site's own copy of Mermaid, loaded only on pages that have one.
-- The vendored files copied into `assets/vendor/`; source maps dropped (the site is read, not debugged).
+- Diagrams are SVG already (tools/prep_docs.py draws them when the site is built): no diagram library ships.
+- The vendored KaTeX stylesheet and fonts copied into `assets/vendor/`; source maps dropped (the site is read, not
+  debugged).
 """
 import html, json, re, shutil, subprocess
 from pathlib import Path
@@ -42,15 +43,12 @@ def on_post_page(output, page, config):
         rendered = iter(typeset([[html.unescape(m.group(3)), m.group(2) == '['] for m in found]))
         output = _MATH.sub(lambda m: f'<{m.group(1)} class="math">{next(rendered)}</{m.group(1)}>', output)
         head.append(f'<link rel="stylesheet" href="{rel}assets/vendor/katex/katex.min.css">')
-    if '<pre class="mermaid">' in output:
-        head.append(f'<script src="{rel}assets/vendor/mermaid/mermaid.min.js"></script>')
     if head: output = output.replace('</head>', '\n'.join(head) + '\n</head>', 1)
     return output
 
 def on_post_build(config):
     site = Path(config['site_dir'])
-    for name in ('katex', 'mermaid'):
-        if (VENDOR/name).exists():
-            shutil.copytree(VENDOR/name, site/'assets'/'vendor'/name, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns('.*', 'katex.min.js'))
+    if (VENDOR/'katex').exists():
+        shutil.copytree(VENDOR/'katex', site/'assets'/'vendor'/'katex', dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns('.*', 'katex.min.js'))
     for m in (site/'assets').rglob('*.map'): m.unlink()

@@ -13,16 +13,21 @@ step applies them and writes each notebook as a markdown page:
   "Exported source" block after their API block; `#| code-fold: true` folds a cell's source;
 - `echo: false` hides a cell's code, `output: false` drops its outputs, `include: false` drops the cell;
 - `#| moving-api: the batch helpers may change` puts a "May change" note above a cell whose API may change;
-- outputs: markdown as markdown (tables become tables), HTML (DataFrames) as HTML in a scrolling box, text
-  as a scrolling preformatted block, images as files next to the page (at most `MAX_IMG_PX` wide) with
-  the cell's `#| fig-alt:` or the output's text as alt text;
+- outputs: markdown as markdown (tables become tables; a missing value reads "—"), HTML (DataFrames) as HTML, text
+  as a preformatted block (a one-line Python literal wider than the column pretty-printed, `fit_output`; a
+  line still wider wraps), images as files next to the page (at most `MAX_IMG_PX` wide) with the cell's
+  `#| fig-alt:` or the output's text as alt text;
+- ```` ```mermaid ```` diagrams drawn to inline SVG now, by the pinned Mermaid in headless Chromium
+  (`inline_diagrams`): no page loads a diagram library;
 - links to notebooks (`06a_guard_contract.ipynb#anchor`) point to their pages; upstream citations
-  (`#55055`, `vllm/v1/...py`, commit hashes) become links to vLLM on GitHub (`cite_links`).
+  (`#55055`, `vllm/v1/...py`, commit hashes) become links to vLLM on GitHub (`cite_links`); a prose line
+  that starts with `#` and a digit (`#54926 reports ...`) is linked or escaped, never a heading (and named
+  on stderr: `hash_digit_lines`).
 
 Pages are named as nbdev names them (`01_lookahead.ipynb` -> `lookahead.html`); the nav groups notebooks by
 the number that starts their file name (`SECTIONS`), in file order, so a new notebook slots in by its name.
 """
-import base64, html, io, json, re, shutil, sys, yaml
+import ast, base64, html, io, json, pprint, re, shutil, sys, yaml
 from nbdev.config import nbpath2html
 from pathlib import Path
 
@@ -107,9 +112,24 @@ def cite_links(md):
         f = re.match(r'\s*(`{3,}|~{3,})', line)
         if fence: fence = None if f and f.group(1)[0] == fence[0] and len(f.group(1)) >= len(fence) else fence
         elif f: fence = f.group(1)
+        elif _HASH_DIGIT.match(line):  # prose that starts with a PR number is no heading: linked, or `\#`
+            line = _cite_line(line)
+            if line.startswith('#'): line = '\\' + line
         elif not line.startswith(('    ', '#')): line = _cite_line(line)
         out.append(line)
     return '\n'.join(out)
+
+_HASH_DIGIT = re.compile(r'#\d')
+
+def hash_digit_lines(md):
+    "Lines of markdown `md` (outside code fences) that start with `#` and a digit: prose a renderer takes for a heading."
+    out, fence = [], None
+    for line in md.split('\n'):
+        f = re.match(r'\s*(`{3,}|~{3,})', line)
+        if fence: fence = None if f and f.group(1)[0] == fence[0] and len(f.group(1)) >= len(fence) else fence
+        elif f: fence = f.group(1)
+        elif _HASH_DIGIT.match(line): out.append(line)
+    return out
 
 def md_links(md): return cite_links(own_links(md))
 
@@ -141,8 +161,9 @@ class Page:
         "Markdown for one output."
         t, d = o.get('output_type'), o.get('data', {})
         if t == 'stream':
-            cls = '.nb-output .nb-stderr' if o.get('name') == 'stderr' else '.nb-output'
-            return _fence(_ANSI.sub('', _text(o['text'])), cls=cls)
+            txt, wrap = fit_output(_ANSI.sub('', _text(o['text'])))
+            cls = '.nb-output' + (' .nb-stderr' if o.get('name') == 'stderr' else '') + (' .nb-wrap' if wrap else '')
+            return _fence(txt, cls=cls)
         if t == 'error': return _fence(_ANSI.sub('', '\n'.join(o.get('traceback', []))), cls='.nb-output .nb-error')
         plain, meta = _text(d.get('text/plain', '')), o.get('metadata', {})
         for mime, ext in (('image/svg+xml', 'svg'), ('image/png', 'png')):
@@ -150,11 +171,13 @@ class Page:
             m = meta.get(mime) or {}  # the image's alt: the cell's `fig-alt`, its metadata's, or its text unless a repr
             fig_alt = alt or m.get('alt') or (plain.strip() if plain.strip() and not plain.startswith('<') else None)
             return self.image(d[mime], ext, fig_alt, m.get('width'))
-        if 'text/markdown' in d: return md_links(_text(d['text/markdown'])) + '\n'
+        if 'text/markdown' in d: return md_links(header_breaks(turn_wide_tables(dash_missing(_text(d['text/markdown']))))) + '\n'
         if 'text/html' in d:
-            body = '\n'.join(l for l in _text(d['text/html']).split('\n') if l.strip())
+            body = '\n'.join(l for l in dash_missing_html(_text(d['text/html'])).split('\n') if l.strip())
             return f'<div class="nb-html" markdown="0">\n{body}\n</div>\n'
-        if plain: return _fence(_ANSI.sub('', plain), cls='.nb-output')
+        if plain:
+            txt, wrap = fit_output(_ANSI.sub('', plain))
+            return _fence(txt, cls='.nb-output' + (' .nb-wrap' if wrap else ''))
         return ''
 
     def cell(self, cell):
@@ -183,6 +206,82 @@ class Page:
             code = f'???{"+" if d["code-fold"] == "show" else ""} source "{summary}"\n\n{_indent(code)}\n'
         return code + ('\n' if code and shown else '') + shown, None
 
+# ---- outputs a reader can read in the column ----
+
+OUTPUT_COLS = 92  # characters of a printed output line that fit the content column at 1,280 px (7.1 px each)
+MISSING = ('None', 'NaN', 'nan', '<NA>', '&lt;NA&gt;')  # what a table shows for a missing value; the page shows "—"
+_MD_MISSING = re.compile(r'(?<=\|)[ \t]*(?:' + '|'.join(map(re.escape, MISSING)) + r')[ \t]*(?=\|)')
+_HTML_MISSING = re.compile(r'(<td\b[^>]*>)\s*(?:' + '|'.join(map(re.escape, MISSING)) + r')\s*(</td>)')
+
+def dash_missing(md):
+    "Markdown with every table cell that reads None/NaN/<NA> reading \"—\" (a missing value, as readers write it)."
+    return '\n'.join(_MD_MISSING.sub(' — ', l) if l.lstrip().startswith('|') else l for l in md.split('\n'))
+
+_SEP_ROW = re.compile(r'^\s*\|?\s*:?-{3,}')
+_CODE_SPAN = re.compile(r'(`+).+?\1')
+
+def _wbr(text):
+    "`text` with a break opportunity after each `_` outside code spans (snake_case headers wrap at their parts)."
+    out, i = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out += [text[i:m.start()].replace('_', '_<wbr>'), m.group(0)]; i = m.end()
+    return ''.join(out) + text[i:].replace('_', '_<wbr>')
+
+def header_breaks(md):
+    "Markdown whose tables' header rows may wrap after `_`, so a table of snake_case columns fits the column."
+    lines = md.split('\n')
+    return '\n'.join(_wbr(l) if l.lstrip().startswith('|') and i + 1 < len(lines) and _SEP_ROW.match(lines[i + 1])
+                     else l for i, l in enumerate(lines))
+
+WIDE_COLS, SHORT_ROWS = 10, 8  # a markdown table of more columns and at most this many rows is shown turned
+
+def _cells(line): return [c.strip() for c in re.split(r'(?<!\\)\|', line.strip().strip('|'))]
+
+def _transpose(rows):
+    "A table (header first) as columns: the first row is named by the columns that tell its rows apart."
+    head, body = rows[0], rows[1:]
+    k = next((k for k in range(1, len(head)) if len({tuple(r[:k]) for r in body}) == len(body)), len(head))
+    names = [', '.join([r[0]] + [f'{h} {v}' for h, v in zip(head[1:k], r[1:k])]) for r in body]
+    cols = [[head[0] if k == 1 else ', '.join(head[:k])] + names] + [[h] + [r[j] for r in body] for j, h in enumerate(head) if j >= k]
+    return cols
+
+def turn_wide_tables(md):
+    "Markdown with each short table of more than `WIDE_COLS` columns turned (one row per column), so it fits the column."
+    lines, out, i = md.split('\n'), [], 0
+    while i < len(lines):
+        if lines[i].lstrip().startswith('|') and i + 1 < len(lines) and _SEP_ROW.match(lines[i + 1]):
+            j = i + 2
+            while j < len(lines) and lines[j].lstrip().startswith('|'): j += 1
+            rows = [_cells(lines[i])] + [_cells(l) for l in lines[i + 2:j]]
+            if len(rows[0]) > WIDE_COLS and len(rows) - 1 <= SHORT_ROWS and all(len(r) == len(rows[0]) for r in rows):
+                t = _transpose(rows)
+                out += ['| ' + ' | '.join(t[0]) + ' |', '|' + '---|' * len(t[0])] + ['| ' + ' | '.join(r) + ' |' for r in t[1:]]
+            else: out += lines[i:j]
+            i = j
+        else: out.append(lines[i]); i += 1
+    return '\n'.join(out)
+
+def dash_missing_html(h):
+    "HTML (a DataFrame's table): every cell that reads None/NaN/<NA> reads \"—\"; headers may wrap after `_`."
+    h = re.sub(r'(<th\b[^>]*>)([^<]*)(</th>)', lambda m: m.group(1) + m.group(2).replace('_', '_<wbr>') + m.group(3), h)
+    return _HTML_MISSING.sub(r'\1—\2', h)
+
+def _pretty(line, cols=OUTPUT_COLS):
+    "A long printed line that is a Python literal (after an optional `label: ` or `label = `), pretty-printed."
+    m = re.match(r'^(\s*(?:[\w .-]{0,40}?(?::|=)\s*)?)([\[{(].*[\]})])\s*$', line)
+    if not m: return line
+    try: value = ast.literal_eval(m.group(2))
+    except (ValueError, SyntaxError, MemoryError, RecursionError): return line
+    lead = m.group(1)
+    body = pprint.pformat(value, width=max(40, cols - len(lead)), sort_dicts=False, compact=True)
+    if len(lead) + len(body.split('\n')[0]) <= cols: return lead + body.replace('\n', '\n' + ' ' * len(lead))
+    return lead.rstrip() + '\n' + pprint.pformat(value, width=cols, sort_dicts=False, compact=True)
+
+def fit_output(text, cols=OUTPUT_COLS):
+    "(`text` with over-long literal lines pretty-printed, whether a line is still wider than `cols` (the page wraps it))."
+    out = '\n'.join(_pretty(l, cols) if len(l) > cols else l for l in text.split('\n'))
+    return out, max(map(len, out.split('\n'))) > cols
+
 def _fit_png(raw, width):
     "PNG bytes no wider than `MAX_IMG_PX` (downscaled with Pillow), and the display width to give it."
     from PIL import Image
@@ -202,6 +301,37 @@ def nb_page(nb, name):
         if md.strip(): parts.append(md)
     return page, '\n'.join(parts), title
 
+# ---- diagrams, drawn when the site is built ----
+
+MERMAID_JS = Path(__file__).resolve().parents[1]/'.cache'/'vendor'/'mermaid'/'mermaid.min.js'  # `make vendor`
+_MERMAID = re.compile(r'^(`{3,})mermaid[ \t]*\n(.*?)\n\1[ \t]*$', re.M | re.S)
+_DRAW = """<!doctype html><html><body><script src="%s"></script><script>
+mermaid.initialize({startOnLoad: false, theme: 'neutral', securityLevel: 'strict', fontFamily: 'sans-serif'});
+window.draw = async items => { const out = [];
+  for (const [id, src] of items) out.push((await mermaid.render(id, src)).svg);
+  return out; };
+</script></body></html>"""
+
+def draw_diagrams(items):
+    "SVG markup for each (id, Mermaid source) in `items`: Mermaid run once in headless Chromium (tools/cdp.py)."
+    if not items: return []
+    if not MERMAID_JS.exists(): raise RuntimeError(f'{MERMAID_JS} is missing: run `make vendor` (python tools/vendor.py)')
+    import tempfile, cdp
+    with tempfile.TemporaryDirectory() as tmp, cdp.Browser() as b:
+        page = Path(tmp)/'draw.html'
+        page.write_text(_DRAW % MERMAID_JS.as_uri())
+        tab = b.tab()
+        tab.goto(page.as_uri(), settle=0)
+        return tab.eval(f'window.draw({json.dumps(items)})')
+
+def inline_diagrams(pages):
+    "{name: markdown} with each ```mermaid fence replaced by its SVG, drawn now, so no page loads a diagram library."
+    found = [(name, m) for name, md in pages.items() for m in _MERMAID.finditer(md)]
+    ids = [f'diagram-{Path(name).stem}-{i}' for i, (name, _) in enumerate(found)]
+    svgs = iter(draw_diagrams([[i, m.group(2)] for i, (_, m) in zip(ids, found)]))
+    def svg(m): return '<div class="diagram" markdown="0">\n' + re.sub(r'\s*\n\s*', ' ', next(svgs)) + '\n</div>'
+    return {name: _MERMAID.sub(svg, md) for name, md in pages.items()}
+
 def nav_title(title, name):
     "A nav entry's title: the page title without markdown code marks."
     return (title or name).replace('`', '')
@@ -212,20 +342,24 @@ def prep(src_dir, dst_dir):
     pages = dst_dir/'pages'
     shutil.rmtree(pages, ignore_errors=True)
     (pages/'img').mkdir(parents=True)
-    nav, groups = [], {}
+    nav, groups, mds = [], {}, {}
     for p in sorted(src_dir.glob('*.ipynb'), key=lambda p: (p.name != 'index.ipynb', p.name)):
         name = Path(page_name(p)).with_suffix('.md').name
-        page, md, title = nb_page(json.loads(p.read_text()), name)
-        (pages/name).write_text(md)
+        nb = json.loads(p.read_text())
+        page, mds[name], title = nb_page(nb, name)
+        for line in (l for c in nb['cells'] if c['cell_type'] == 'markdown' for l in hash_digit_lines(_text(c['source']))):
+            print(f'{p.name}: a line starts with # and a digit (shown as prose, not a heading): {line[:60]!r}', file=sys.stderr)
         for fn, raw in page.images.items(): (pages/fn).write_bytes(raw)
         entry = {('Overview' if name == 'index.md' else nav_title(title, name[:-3])): name}
         sec = section(p.name)
         if sec is None: nav.append(entry)
         else: groups.setdefault(sec, []).append(entry)
     nav += [{s: groups[s]} for s, _ in SECTIONS if s in groups]
+    for name, md in inline_diagrams(mds).items(): (pages/name).write_text(md)
     shutil.copy(Path(__file__).parent/'extra.css', pages/'extra.css')
     cfg = {'INHERIT': str(Path('mkdocs.yml').resolve()), 'docs_dir': str(pages.resolve()), 'nav': nav,
-           'extra_css': ['extra.css'], 'hooks': [str(Path(__file__).resolve().parent/'mkdocs_hooks.py')]}
+           'extra_css': ['extra.css'], 'hooks': [str(Path(__file__).resolve().parent/'mkdocs_hooks.py')],
+           'theme': {'name': 'material', 'custom_dir': str(Path(__file__).resolve().parent/'overrides')}}
     (dst_dir/'mkdocs.yml').write_text(yaml.safe_dump(cfg, sort_keys=False))
     return nav
 

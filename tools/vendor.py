@@ -3,8 +3,8 @@
     python tools/vendor.py [DEST]        # default .cache/vendor
 
 KaTeX typesets the pages' math when the site is built (tools/mkdocs_hooks.py runs it under node), and its
-stylesheet and fonts ship with the site; Mermaid draws the diagrams in the reader's browser from the site's
-own copy. Nothing is fetched when a page is viewed. Each package is pinned by version and by the sha512
+stylesheet and fonts ship with the site; Mermaid draws the diagrams to SVG when the site is built
+(tools/prep_docs.py runs it in headless Chromium) and does not ship. Nothing is fetched when a page is viewed. Each package is pinned by version and by the sha512
 integrity the registry publishes, so a changed tarball stops the build."""
 import base64, hashlib, json, shutil, subprocess, sys, tarfile, tempfile
 from pathlib import Path

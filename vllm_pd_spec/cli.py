@@ -6,10 +6,10 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/cli.html.md"""
 
 # %% auto #0
 __all__ = ['COMMANDS', 'pkg_version', 'cuda_available', 'fast_paths', 'shipped_models', 'info', 'add_info_args', 'run_info',
-           'main']
+           'ascii_int', 'main']
 
 # %% ../nbs/90_cli.ipynb #3321ba2c
-import argparse, importlib, importlib.metadata, platform, sys
+import argparse, importlib, importlib.metadata, os, platform, re, sys
 from . import __version__
 
 # %% ../nbs/90_cli.ipynb #6c0a76e2
@@ -19,6 +19,7 @@ COMMANDS = {  # name: (module that implements it, one-line help)
     'reproduce': ('vllm_pd_spec.experiments.reproduce', 'run the six experiments, fix off and on'),
     'audit': ('vllm_pd_spec.audit.main', 'check the installed vLLM against the contracts'),
     'bench': ('vllm_pd_spec.kernels.bench', 'benchmark or sweep the input-assembly kernel'),
+    'soak': ('vllm_pd_spec.experiments.soak', 'drive a P/D pair with bursts, aborts and transfer faults; check every output, leak and memory'),
 }
 
 # %% ../nbs/90_cli.ipynb #7fd7b475
@@ -66,7 +67,7 @@ def run_info(args)->int:
         import json; print(json.dumps(d, indent=1)); return 0
     for k, v in d.items():
         if k == 'models':
-            for m in v: print(f'{"model " + m["name"]:<45} {m["params"]:,} parameters, {m["tokenizer"]}')
+            for m in v: print(f'{"model " + m["name"]:<45} {m["params"]:,} parameters, {m["tokenizer"]}' + (f', a drafter on {m["base"]}' if m.get('base') else ''))
         elif isinstance(v, dict):
             for kk, vv in v.items(): print(f'{"fast path " + kk:<45} {vv}')
         else: print(f'{k:<45} {"not installed" if v is None else v}')
@@ -88,8 +89,29 @@ def _parser(argv:list=())->argparse.ArgumentParser:
     for name, (mod, hlp) in COMMANDS.items():
         sp = sub.add_parser(name, help=hlp, description=hlp)
         sp.set_defaults(_mod=mod)
-        if name == wanted: getattr(importlib.import_module(mod), f'add_{name}_args')(sp)
+        if name == wanted: getattr(importlib.import_module(mod), f'add_{name}_args')(sp); _strict(sp)
     return p
+
+def ascii_int(s:str)->int:
+    "An argparse type: an integer in ASCII digits (`int` alone also takes '٣' for 3 and '3_0' for 30)."
+    if not re.fullmatch(r'[+-]?[0-9]+', s.strip()): raise argparse.ArgumentTypeError(f'invalid int value: {s!r} (ASCII digits only)')
+    return int(s)
+
+_ONCE = (argparse._StoreAction, argparse._StoreConstAction)  # flags argparse would let a second occurrence overwrite
+
+def _strict(p:argparse.ArgumentParser):
+    "Integers in ASCII digits only, and every flag at most once (argparse keeps the last of `--fix 3 --fix 4` silently)."
+    for a in p._actions:
+        if a.type is int: a.type = ascii_int
+        if a.option_strings and isinstance(a, _ONCE): a.__class__ = _once(type(a))
+
+def _once(cls:type)->type:
+    "`cls`, refusing its flag a second time."
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault('_given', set())
+        if self.dest in given: parser.error(f'argument {"/".join(self.option_strings)}: given more than once')
+        given.add(self.dest); cls.__call__(self, parser, namespace, values, option_string)
+    return type(cls.__name__, (cls,), dict(__call__=__call__))
 
 # %% ../nbs/90_cli.ipynb #e0ee7a50
 def main(argv:list|None=None # arguments, default `sys.argv[1:]`
@@ -98,10 +120,24 @@ def main(argv:list|None=None # arguments, default `sys.argv[1:]`
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     try: args = _parser(argv).parse_args(argv)
     except SystemExit as e: return e.code if isinstance(e.code, int) else 0 if e.code is None else 2  # --help, --version, errors
-    try: return getattr(importlib.import_module(args._mod), f'run_{args.command}')(args) or 0
+    vars(args).pop('_given', None)
+    try:
+        rc = getattr(importlib.import_module(args._mod), f'run_{args.command}')(args) or 0
+        sys.stdout.flush()  # a full or closed stdout fails here, where it is caught, not in the interpreter's last flush
+        return rc
     except ValueError as e:
         print(f'vllm-pd-spec {args.command}: error: {" ".join(str(e).split())}', file=sys.stderr)
+        return 2
+    except OSError as e:  # the output cannot be written (a full device, a closed pipe): one line, as any other error
+        _drop_stdout()
+        where = f' to {e.filename}' if e.filename else ''
+        print(f'vllm-pd-spec {args.command}: error: cannot write the output{where}: {e.strerror or e}', file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f'vllm-pd-spec {args.command}: interrupted', file=sys.stderr)
         return 130
+
+def _drop_stdout():
+    "Point stdout at the null device, so that what could not be written is not retried (and fails again) at exit."
+    try: os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError): pass  # no file descriptor (a test's StringIO)

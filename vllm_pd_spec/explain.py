@@ -173,7 +173,7 @@ def _slot_numbers(spec, role:str, p_len:int, remote:int, B:int, legacy:bool)->di
             'async_load_block_counts': list(blocks(remote, spec, B)) if d_side and spec else None}
 
 # %% ../nbs/08_explain.ipynb #99e53601
-from .contracts import draft_groups, state_slots, draft_accounting, connector_lookup
+from .contracts import draft_groups, state_slots, draft_accounting, connector_lookup, waiting_queue
 
 # %% ../nbs/08_explain.ipynb #eedb2a14
 HAZARDS.update({
@@ -196,6 +196,8 @@ HAZARDS.update({
         "prompts under two blocks (#54163)"),
     'connector_path': (10, 'nbs/09d_connector_lookup.ipynb', "any attached connector takes the per-group lookup: a "
         "request can resume where no GDN state is cached if the connector loads tokens past it (#53505)"),
+    'waiting_queue': (11, 'nbs/09k_waiting_queue.ipynb', "D's waiting scan stops at a request that cannot allocate with "
+        "requests holding blocks for landed loads behind it: nothing runs, nothing frees a block, the engine stalls (#57104, #57841)"),
 })
 
 def _groups(model, method)->list:
@@ -216,7 +218,8 @@ def beyond_numbers(d:dict, spec, model, legacy:bool)->dict:
                             else draft_groups.decode_draft_kv(groups)) if role == 'pd' else None
     pair = state_slots.legacy_pair_state_slots if legacy else state_slots.pair_state_slots
     for name, kp in (('same_width', k), ('p_k1', 1)):  # P at D's width, and P at width 1 (vLLM's own P/D harness), align mode
-        p, dd = state_slots.mamba_block_ids(n, B, kp, 'align', 1), state_slots.mamba_block_ids(n, B, k, 'align', 1001)
+        ns = min(n, B * (max(k, kp) + 3))  # the exchange reads the lists' tails: more leading nulls change nothing, and cost time
+        p, dd = state_slots.mamba_block_ids(ns, B, kp, 'align', 1), state_slots.mamba_block_ids(ns, B, k, 'align', 1001)
         out[f'state_slot_received.{name}'] = (state_slots.received_state(pair(p, kp, dd, k, 'align'), p, kp, dd, k)
                                               if hybrid and role == 'pd' and spec else None)
     remote = backoff.remote_prefill_token_count(n, backoff.prefill_backoff(hybrid, lookahead.num_prefill_lookahead_tokens(spec)))
@@ -233,6 +236,9 @@ def beyond_numbers(d:dict, spec, model, legacy:bool)->dict:
     out['last_block_drop'] = (L.legacy_needs_block_drop if legacy else L.needs_block_drop)(method) if spec else None
     out['next_turn_hit'] = L.next_turn_hit(n, B, method, fixed=not legacy) if hybrid and spec else None
     out['connector_path.no_state_restore'] = (L.legacy_uses_connector_path if legacy else L.uses_connector_path)(True, False) if hybrid and spec else None
+    W, loads = waiting_queue, d_side and spec is not None  # D admits async loads; the drafter's lookahead waits for the promotion
+    out['waiting_queue.holders_first'] = (not legacy) if loads else None
+    out['waiting_queue.load_margin_blocks'] = (0 if legacy else W.spec_decode_step_blocks(k, slots.num_lookahead_tokens(spec), B)) if loads else None
     return out
 
 # %% ../nbs/08_explain.ipynb #e03b0fc7

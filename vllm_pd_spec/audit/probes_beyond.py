@@ -1,4 +1,4 @@
-"""Probes for the four contracts beyond the six fixes: each locates the vLLM code that derives the fact, runs it (or, where it cannot run alone, evaluates the statements lifted from it) on generated cases, and compares the answers with our fixed and legacy forms.
+"""Probes for the five contracts beyond the six fixes: each locates the vLLM code that derives the fact, runs it (or, where it cannot run alone, evaluates the statements lifted from it) on generated cases, and compares the answers with our fixed and legacy forms.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/audit_probes_beyond.html.md"""
 
@@ -13,15 +13,16 @@ from types import SimpleNamespace as NS
 from .harness import Finding, classify, locate, where, missing, answer, build, call, vllm_spec, probe
 
 # %% auto #0
-__all__ = ['PROBE_BLOCK', 'NIXL_BASE', 'MORIIO_SCHEDULER', 'MOONCAKE_STORE', 'OFFLOADING_SCHEDULER', 'fn_source', 'assignments',
-           'assigned_predicates', 'guard_of_call', 'keyword_of_call', 'quiet_vllm', 'place', 'vllm_group_specs',
-           'scheduler_drop_predicate', 'probe_layouts', 'annotated_groups', 'coordinator_drop_ids',
+__all__ = ['PROBE_BLOCK', 'NIXL_BASE', 'MORIIO_SCHEDULER', 'MOONCAKE_STORE', 'OFFLOADING_SCHEDULER', 'WAITING_BLOCK', 'fn_source',
+           'assignments', 'assigned_predicates', 'guard_of_call', 'keyword_of_call', 'quiet_vllm', 'place',
+           'vllm_group_specs', 'scheduler_drop_predicate', 'probe_layouts', 'annotated_groups', 'coordinator_drop_ids',
            'offloading_drop_ids', 'store_drop_ids', 'probe_draft_group_consumers', 'matches', 'transfer_source',
            'probe_transfer_groups', 'probe_draft_groups', 'supported_mamba_modes', 'slot_cases', 'slot_config',
            'nixl_clip', 'moriio_split', 'probe_state_slots', 'count_cases', 'probe_mooncake_count',
            'probe_mooncake_save', 'probe_mooncake_load_mask', 'probe_offloading_count', 'probe_draft_accounting',
            'lookup_cases', 'replay_lookup', 'scheduler_reconciles_empty_loads', 'probe_lookup_zero_external',
-           'probe_lookup_gate', 'probe_drop_predicate', 'probe_checkpoint', 'probe_connector_lookup']
+           'probe_lookup_gate', 'probe_drop_predicate', 'probe_checkpoint', 'probe_connector_lookup',
+           'waiting_case_forms', 'waiting_scheduler_factory', 'replay_waiting', 'waiting_cases', 'probe_waiting_queue']
 
 # %% ../../nbs/09e_audit_probes_beyond.ipynb #052139ee
 def fn_source(fn)->str:
@@ -569,3 +570,103 @@ def probe_checkpoint()->list:
 def probe_connector_lookup()->list:
     "Connector lookup: the zero-external replay, who takes the per-group path, the drop by method and the checkpoint."
     return probe_lookup_zero_external() + probe_lookup_gate() + probe_drop_predicate() + probe_checkpoint()
+
+# %% ../../nbs/09e_audit_probes_beyond.ipynb #f943f0f5
+WAITING_BLOCK = 16
+
+def waiting_case_forms(case, fixed:bool)->str:
+    "Our answer for `(num_blocks, prompt A, prompt B, k, prompt H or 0)`: 'stalls' or 'serves'."
+    from vllm_pd_spec.contracts import waiting_queue as W
+    num_blocks, a, b, k, head = case
+    B = WAITING_BLOCK
+    margin = W.spec_decode_step_blocks(k, k, B)
+    q, free = W.admit_loads([-(-a // B), -(-b // B)], num_blocks - 1, margin, fixed)
+    if head: q = [W.Waiting('H', need=-(-(head + k) // B))] + q
+    return 'stalls' if W.stalls(q, free, fixed) else 'serves'
+
+def waiting_scheduler_factory():
+    "`make(num_blocks, k)`: a fresh vLLM decode-side `Scheduler` with `NixlConnector` and MTP (raises why it can't)."
+    import tempfile, os
+    torch = _torch()
+    C, I = importlib.import_module('vllm.config'), importlib.import_module('vllm.v1.kv_cache_interface')
+    Scheduler, SOM = locate('vllm.v1.core.sched.scheduler:Scheduler'), locate('vllm.v1.structured_output:StructuredOutputManager')
+    os.environ['HF_HUB_OFFLINE'] = '1'
+    d = tempfile.mkdtemp(prefix='vllm-pd-spec-model-')
+    Path(d, 'config.json').write_text((importlib.resources.files('vllm_pd_spec') / 'data' / 'audit_model_config.json').read_text())
+    mc = C.ModelConfig(model=d, skip_tokenizer_init=True, dtype='float32', max_model_len=512)
+    B = WAITING_BLOCK
+    def make(num_blocks:int, k:int):
+        vc = C.VllmConfig(model_config=mc, device_config=C.DeviceConfig(device='cpu'),
+                          cache_config=C.CacheConfig(block_size=B, enable_prefix_caching=True),
+                          scheduler_config=C.SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=8, max_model_len=512,
+                                                             is_encoder_decoder=False),
+                          kv_transfer_config=C.KVTransferConfig(kv_connector='NixlConnector', kv_role='kv_consumer'))
+        vc.speculative_config = vllm_spec(('mtp', k, k))
+        vc.cache_config.num_gpu_blocks = num_blocks
+        spec = I.FullAttentionSpec(block_size=B, num_kv_heads=2, head_size=16, dtype=torch.float32)
+        kc = I.KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[I.KVCacheGroupSpec(
+            ['model.layers.0.self_attn.attn', 'model.layers.1.self_attn.attn'], spec)])
+        return Scheduler(vc, kc, SOM(vc), block_size=B)
+    return make
+
+def replay_waiting(make, case)->str:
+    "vLLM's real `Scheduler` on the case: 'stalls' or 'serves'."
+    ku = importlib.import_module('vllm.v1.core.kv_cache_utils')
+    Request, SP = locate('vllm.v1.request:Request'), locate('vllm.sampling_params:SamplingParams')
+    RS = locate('vllm.v1.request:RequestStatus')
+    O = importlib.import_module('vllm.v1.outputs')
+    hash_fn = locate('vllm.utils.hashing:sha256') or locate('vllm.utils:sha256')
+    ku.init_none_hash(hash_fn)
+    hasher = ku.get_request_block_hasher(WAITING_BLOCK, hash_fn)
+    num_blocks, a, b, k, head = case
+    def req(rid, n, first, remote=True):
+        r = Request(rid, list(range(first, first + n)), SP(max_tokens=4), None, block_hasher=hasher)
+        if remote: r.kv_transfer_params = dict(do_remote_prefill=True, do_remote_decode=False, remote_engine_id='p-0',
+                                               remote_block_ids=list(range(1, 1 + -(-n // WAITING_BLOCK))), remote_request_id=rid,
+                                               remote_host='localhost', remote_port=1234, tp_size=1)
+        return r
+    loading = lambda s: {r for r in s.requests if s.requests[r].status == RS.WAITING_FOR_REMOTE_KVS}
+    def land(s, so):
+        ids = list(so.num_scheduled_tokens)
+        s.update_from_output(so, O.ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+                                                     sampled_token_ids=[[] for _ in ids],
+                                                     kv_connector_output=O.KVConnectorOutput(finished_recving=loading(s))))
+    with quiet_vllm():
+        s = make(num_blocks, k)
+        s.add_request(req('A', a, 100)); s.add_request(req('B', b, 1000))
+        land(s, s.schedule())
+        if head: s.add_request(req('H', head, 5000, remote=False))
+        for _ in range(3):
+            if s.schedule().num_scheduled_tokens: return 'serves'
+    holds = [r for r in s.requests.values() if r.num_computed_tokens > 0 or r.status == RS.WAITING_FOR_REMOTE_KVS]
+    return 'stalls' if holds and not s.running else 'serves'
+
+def waiting_cases()->tuple:
+    "(scan-order cases with `H`, admission cases without): pools, whole-block prompts, k."
+    grid = [(n, a, b, k) for n in (6, 7, 8, 9, 10, 12) for a in (32, 48, 64) for b in (16, 32, 48) for k in (1, 3)]
+    scan = [(n, a, b, k, 16 * (n - 2)) for n, a, b, k in grid if _admitted((n, a, b, k, 0), True) == _admitted((n, a, b, k, 0), False)][::3]
+    return scan, [(n, a, b, k, 0) for n, a, b, k in grid][::2]
+
+def _admitted(case, fixed:bool)->int:
+    from vllm_pd_spec.contracts import waiting_queue as W
+    num_blocks, a, b, k, _ = case
+    return len(W.admit_loads([-(-a // WAITING_BLOCK), -(-b // WAITING_BLOCK)], num_blocks - 1,
+                             W.spec_decode_step_blocks(k, k, WAITING_BLOCK), fixed)[0])
+
+def _show_waiting(c)->str:
+    return f"{c[0]} blocks of 16, loads A {c[1]} and B {c[2]} tokens, MTP k={c[3]}" + (f", H {c[4]} tokens at the head" if c[4] else '')
+
+@probe(fix=11)
+def probe_waiting_queue()->list:
+    "Waiting queue: does vLLM's real `Scheduler.schedule` stall with a landed load behind a request that cannot allocate?"
+    names = ('11. waiting queue: a landed load behind a request holding nothing', '11. waiting queue: async-load admission margin (#57104)')
+    sched = locate('vllm.v1.core.sched.scheduler:Scheduler')
+    if sched is None or locate('vllm.config:KVTransferConfig') is None:
+        return [missing(n, 'vllm/v1/core/sched/scheduler.py:Scheduler') for n in names]
+    try: make = waiting_scheduler_factory()
+    except Exception as e: return [Finding(n, where(sched), 'error', note=f'could not build a VllmConfig here: {type(e).__name__}: {e}'[:300]) for n in names]
+    note = ("real VllmConfig, Scheduler, KVCacheManager and NixlConnector (kv_consumer); loads reported landed through "
+            "update_from_output; answer: 'stalls' when three steps schedule nothing while nothing runs and a request holds blocks")
+    return [classify(n, where(sched.schedule), cases, lambda c: replay_waiting(make, c), lambda c: waiting_case_forms(c, True),
+                     lambda c: waiting_case_forms(c, False), show=_show_waiting, how='ran', note=note)
+            for n, cases in zip(names, waiting_cases())]

@@ -6,9 +6,10 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff.html.md"""
 
 # %% auto #0
 __all__ = ['prefill_backoff', 'remote_prefill_token_count', 'skips_prefix_cache', 'truncate_request_for_prefill', 'handoff_split',
-           'pr_account_tainted_positions', 'pr_account_ships_clean_kv', 'drafter_modules', 'draft_tainted_positions',
-           'tainted_entries', 'handoff_prefill_backoff', 'ships_clean_kv', 'legacy_prefill_backoff',
-           'legacy_remote_prefill_token_count', 'legacy_truncate_request_for_prefill']
+           'pr_account_tainted_positions', 'pr_account_ships_clean_kv', 'drafter_modules', 'reprefill_rows',
+           'stale_reprefill_tokens', 'draft_tainted_positions', 'tainted_entries', 'handoff_prefill_backoff',
+           'ships_clean_kv', 'legacy_prefill_backoff', 'legacy_remote_prefill_token_count',
+           'legacy_truncate_request_for_prefill']
 
 # %% ../../nbs/02_prefill_backoff.ipynb #ac00bfe8
 import numbers
@@ -118,6 +119,34 @@ def drafter_modules(spec # a `SpeculativeConfig`, or None
     if spec.method == 'mtp': return min(spec.num_speculative_tokens, spec.num_mtp_modules) if spec.use_multi_module_mtp() else 1
     return 1 if spec.method in ('eagle', 'eagle3') else 0  # DFlash writes context from hidden states; ngram, draft models read no token ahead
 
+def reprefill_rows(spec # a `SpeculativeConfig`, or None
+                  )->int:
+    "Rows of the drafter's per-slot re-prefill buffers: `k - 1` for multi-module MTP (0.33.0's `cached_draft_input_ids`), else 0."
+    if spec is None or spec.method != 'mtp' or not spec.use_multi_module_mtp(): return 0
+    return spec.num_speculative_tokens - 1
+
+def stale_reprefill_tokens(num_prompt_tokens:int, # the full prompt's length N
+                           num_rows:int, # `reprefill_rows(spec)`: k - 1 for multi-module MTP
+                           backoff:int, # prompt tokens P leaves off
+                           handoff_window:int=0, # hidden states P ships (a hand-off re-prefills from them instead)
+                           remote_backoff:int|None=None, # D's backoff, if it differs from P's
+                           reset_on_add:bool=False, # ours: a request never re-prefills rows it did not write
+                           num_rejected:int|None=None, # drafts D's first decode step after a longer tail rejected (None: all `num_rows + 1`)
+                          )->int:
+    "Positions just before D's first computed position that D re-prefills from slot rows its request never wrote."
+    N, rows, b = _int('num_prompt_tokens', num_prompt_tokens, 1), _int('num_rows', num_rows), _int('backoff', backoff)
+    _int('handoff_window', handoff_window); _bool('reset_on_add', reset_on_add)
+    r = rows + 1 if num_rejected is None else _int('num_rejected', num_rejected)
+    loaded = remote_prefill_token_count(N, b if remote_backoff is None else _int('remote_backoff', remote_backoff))
+    if handoff_window or reset_on_add or N == 1: return 0
+    # D computes one prompt token (the last, after a full load or a backoff of 1): the scheduler pads it with k placeholder
+    # drafts, all rejected, and the speculator re-prefills max(0, k - 1) positions before it from the slot's rows
+    tail = N - min(loaded, N - 1)
+    if tail == 1: return min(rows, N - 1)
+    # a longer tail is D's first drafter window: it writes only its last min(k - 1, tail) rows, and the first decode step's
+    # re-prefill of max(0, num_rejected - 1) rows reaches below them when the tail is shorter than that
+    return max(0, min(rows, r - 1) - tail)
+
 def _taint_bounds(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched, remote_backoff)->tuple:
     "`(E, F)`: module `j`'s loaded taint starts at `max(0, E - j)`; D's drafter writes from `F` on."
     N, m = _int('num_prompt_tokens', num_prompt_tokens, 1), _int('num_modules', num_modules)
@@ -137,26 +166,39 @@ def draft_tainted_positions(num_prompt_tokens:int, # the full prompt's length N
                             handoff_window:int=0, # hidden states P ships for D to redraft from (0: no hand-off)
                             num_matched:int=0, # how many of P's continuation tokens equal the real ones (0: the worst case)
                             remote_backoff:int|None=None, # D's backoff, if it differs from P's (default: the same)
+                            stale_reprefill:int=0, # `stale_reprefill_tokens(...)`: positions before F re-prefilled from foreign rows
                            )->tuple:
     "Per module, the range of prompt positions whose drafter KV on D differs from a clean computation after D's first decode step."
     E, F = _taint_bounds(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched, remote_backoff)
+    F0 = F - _int('stale_reprefill', stale_reprefill)  # D's first window reaches back to F0, every module, from stale rows
+    if F0 < 0: raise ValueError(f'stale_reprefill={stale_reprefill} is invalid here: D would re-prefill before position 0')
     out, chained = [], False
     for j in range(num_modules):
-        lo = max(0, E - j)
+        lo = min(max(0, E - j), F0) if F0 < F else max(0, E - j)
         out.append(range(0) if lo >= F else range(lo, num_prompt_tokens if chained else F))
         chained = chained or lo < F
     return tuple(out)
 
 def tainted_entries(num_prompt_tokens:int, num_modules:int, backoff:int, handoff_window:int=0, num_matched:int=0,
-                    remote_backoff:int|None=None)->int:
+                    remote_backoff:int|None=None, stale_reprefill:int=0)->int:
     "How many entries `draft_tainted_positions` holds, in closed form (no loop over modules or positions)."
     E, F = _taint_bounds(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched, remote_backoff)
-    N, m = num_prompt_tokens, num_modules
+    N, m, s = num_prompt_tokens, num_modules, _int('stale_reprefill', stale_reprefill)
+    if s > F: raise ValueError(f'stale_reprefill={s} is invalid here: D would re-prefill before position 0')
+    if s and m: return _entries_with_stale(N, m, E, F, F - s)
     j0 = max(0, E - F + 1)                   # the first module with loaded taint: E - j < F
     if F <= 0 or j0 >= m: return 0
     jh = min(m - 1, E)                       # modules j0..jh start at E - j > 0; later ones at 0
     starts = (jh - j0 + 1) * E - (j0 + jh) * (jh - j0 + 1) // 2 if jh >= j0 else 0
     return (m - j0) * F - starts + (m - 1 - j0) * (N - F)
+
+def _entries_with_stale(N:int, m:int, E:int, F:int, F0:int)->int:
+    "`tainted_entries` when D's first window reaches back to `F0 < F`: module 0 ends at `F`, the chained modules at `N`."
+    # module j starts at a_j = min(max(0, E - j), F0): F0 while E - j >= F0, then E - j down to 0, then 0
+    j1 = min(m - 1, E - F0)                  # the last module that starts at F0
+    lo, hi = max(0, j1 + 1), min(m - 1, E)   # modules that start at E - j
+    starts = F0 * max(0, j1 + 1) + ((hi - lo + 1) * E - (lo + hi) * (hi - lo + 1) // 2 if hi >= lo else 0)
+    return F + (m - 1) * N - starts
 
 def handoff_prefill_backoff(has_mamba:bool, # the model has GDN/Mamba layers
                             lookahead:int, # `num_prefill_lookahead_tokens`
@@ -173,11 +215,12 @@ def ships_clean_kv(num_prompt_tokens:int, # the full prompt's length N
                    handoff_window:int=0, # hidden states P ships for D's drafter (0: no hand-off, as 0.33.0)
                    num_modules:int|None=None, # `drafter_modules(spec)`; default L (multi-module MTP, or EAGLE's 1)
                    num_matched:int=0, # P's correct guesses (0: the worst case)
+                   stale_reprefill:int=0, # `stale_reprefill_tokens(...)` (0: as before the per-slot rows were counted)
                   )->bool:
-    "True when no drafter entry D keeps embeds a guess of P's and, with recurrent layers, D's state is the prompt's."
+    "True when no drafter entry D keeps embeds a guess of P's or a stale re-prefill and, with recurrent layers, D's state is the prompt's."
     _bool('has_mamba', has_mamba)
     m = _int('lookahead', lookahead) if num_modules is None else num_modules
-    clean = tainted_entries(num_prompt_tokens, m, backoff, handoff_window, num_matched) == 0
+    clean = tainted_entries(num_prompt_tokens, m, backoff, handoff_window, num_matched, stale_reprefill=stale_reprefill) == 0
     loaded = remote_prefill_token_count(num_prompt_tokens, backoff)
     return clean and (not has_mamba or loaded < num_prompt_tokens or handoff_window > 0)
 

@@ -26,6 +26,7 @@ class ReqMeta:
     remote_request_id:str # the request's id on P
     num_tokens:int # tokens whose KV the range holds (D's count)
     remote_num_tokens:int|None=None # tokens P computed (its `kv_transfer_params`); fewer than `num_tokens` fails the load
+    aborted:bool=False # D: the request was aborted before its read was planned; the worker tells P to release
 
 @dataclass
 class PDConnectorMetadata:
@@ -101,6 +102,11 @@ def update_state_after_alloc(self:PDConnectorScheduler, request:Request, blocks:
 def request_finished(self:PDConnectorScheduler, request:Request, block_ids:tuple)->tuple:
     "`(delay_free_blocks, kv_transfer_params for D)`: P holds the prompt's blocks until D has read them."
     p = _params(request)
+    if p.get('do_remote_prefill'):  # D, aborted before `update_state_after_alloc`: no read will come, tell P (as upstream)
+        self._reqs_need_recv[request.request_id] = ReqMeta(request.request_id, (), (), p.get('remote_engine_id'),
+                                                           p.get('remote_request_id'), 0, aborted=True)
+        p['do_remote_prefill'] = False
+        return False, None
     if not p.get('do_remote_decode') or request.status != RequestStatus.FINISHED_LENGTH_CAPPED: return False, None
     n = cdiv(request.num_computed_tokens, self.block_size)
     computed = tuple(list(g[:n]) for g in block_ids)

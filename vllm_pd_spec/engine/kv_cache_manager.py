@@ -271,6 +271,7 @@ def allocate_slots(self:KVCacheManager,
                    new_computed_blocks:KVCacheBlocks|None=None, # the local prefix-cache hit
                    num_lookahead_tokens:int=0, # slots past the scheduled tokens for the drafter
                    delay_cache_blocks:bool=False, # don't cache yet (the KV is still being loaded)
+                   reserved_blocks:int=0, # blocks that must stay free after this allocation (upstream's `reserved_blocks`)
                   )->KVCacheBlocks|None:
     "New blocks for `request`, or None when the pool cannot cover them."
     rid = request.request_id
@@ -279,7 +280,7 @@ def allocate_slots(self:KVCacheManager,
     num_computed = request.num_computed_tokens + num_new_computed_tokens
     num_slots = min(num_computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
     need = sum(m.get_num_blocks_to_allocate(rid, num_slots, h) for m, h in zip(self.managers, hit))
-    if need > self.block_pool.get_num_free_blocks(): return None
+    if need + reserved_blocks > self.block_pool.get_num_free_blocks(): return None
     for m, h in zip(self.managers, hit):
         if self.enable_caching: self.block_pool.touch(h)
         else: assert not any(not b.is_null for b in h)

@@ -50,6 +50,7 @@ class KVConnectorOutput:
     finished_sending:set=field(default_factory=set) # P: requests whose blocks D has read
     finished_recving:set=field(default_factory=set) # D: requests whose KV has arrived
     failed_recving:set=field(default_factory=set) # D: loads that failed; the prompt is recomputed locally
+    corrupt_sending:set=field(default_factory=set) # P: requests whose blocks D read with a wrong checksum: uncache them
 
 @dataclass
 class ModelRunnerOutput:
@@ -72,7 +73,7 @@ class EngineCoreOutput:
 @dataclass
 class SpecDecodingStats:
     "Counters for acceptance: drafts proposed, accepted, and accepted per draft position."
-    num_drafts:int=0 # rows with real drafts
+    num_drafts:int=0 # rows counted (as vLLM counts: a padded row of placeholders too)
     num_draft_tokens:int=0 # drafts proposed
     num_accepted_tokens:int=0 # drafts accepted
     num_accepted_tokens_per_pos:list=field(default_factory=list) # accepted drafts at each draft position

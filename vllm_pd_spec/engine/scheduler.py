@@ -69,9 +69,11 @@ class Scheduler:
         self.finished_req_ids: set = set()
         self.finished_recving_kv_req_ids: set = set()
         self._req_block_ids_seen: dict = {}  # request id -> number of blocks per group the runner knows
-        self.spec_decoding_stats = SpecDecodingStats()
+        self.spec_decoding_stats = SpecDecodingStats()  # vLLM's count: a padded step is k drafts, 0 accepted
+        self.spec_decoding_stats_drafted = SpecDecodingStats()  # ours, beside it: steps with at least one real draft
         self.num_recomputed_loads: int = 0  # failed loads sent back to WAITING (kv_load_failure_policy="recompute")
         self.num_ignored_kv_notices: int = 0  # transfer notices for no request waiting on that transfer (upstream asserts)
+        self.num_uncached_corrupt: int = 0  # P: requests whose blocks left the prefix cache because D's checksum failed
 
     def add_request(self, request:Request):
         "Queue a new request; the connector's `on_new_request` runs first (fix 3's fixed position)."
@@ -215,6 +217,7 @@ def _schedule_waiting(self:Scheduler,
                      )->list:
     "Admit waiting requests in order while budget, slots and running room last; the requests admitted."
     scheduled_new_reqs, skipped_waiting_requests = [], deque()
+    if self.kv_holding_first: self._order_holders_first()  # 0.33.0: a request holding blocks is never behind one holding none
     while self.waiting and token_budget > 0 and len(self.running) < self.max_num_running_reqs:
         request = self.waiting[0]
         if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
@@ -237,7 +240,8 @@ def _schedule_waiting(self:Scheduler,
             slots.legacy_effective_lookahead_tokens(self.num_lookahead_tokens, request.num_computed_tokens))
         new_blocks = self.kv_cache_manager.allocate_slots(
             request, num_new_tokens, num_new_local_computed_tokens + num_external_computed_tokens, new_computed_blocks,
-            effective_lookahead_tokens, delay_cache_blocks=load_kv_async)
+            effective_lookahead_tokens, delay_cache_blocks=load_kv_async,
+            reserved_blocks=self._load_reservation() if load_kv_async else 0)  # #57104: spare the step after the load
         if new_blocks is None: break
         if self.connector is not None:
             self.connector.update_state_after_alloc(request, self.kv_cache_manager.get_blocks(request.request_id),
@@ -271,6 +275,37 @@ def _get_local_prefix_cache_hit(self:Scheduler, request:Request)->tuple:
     if connector is not None and self.uses_connector_path(True, getattr(connector, 'supports_divergent_local_hybrid_hits', False)):
         return self.kv_cache_manager.get_computed_blocks_for_connector(request)
     return (*self.kv_cache_manager.get_computed_blocks(request), False)
+
+# %% ../../nbs/14_engine_scheduler.ipynb #a7c3e002
+from ..contracts import waiting_queue
+from .kv_cache_manager import MambaSpec
+
+Scheduler.kv_holding_first = True  # scan requests holding KV blocks before those holding none (legacy: one FCFS queue)
+Scheduler.reserve_spec_step_blocks = True  # admit an async load only with its first speculative step's blocks spare (#57104)
+
+@patch
+def _holds_kv_blocks(self:Scheduler, request:Request)->bool:
+    "0.33.0's `Scheduler._holds_kv_blocks`: computed tokens kept, or a load in flight."
+    return request.num_computed_tokens > 0 or request.status == RequestStatus.WAITING_FOR_REMOTE_KVS
+
+@patch
+def _order_holders_first(self:Scheduler):
+    "Requests holding blocks first, each group in queue order (0.33.0 keeps them in their own queue)."
+    holders = [r for r in self.waiting if self._holds_kv_blocks(r)]
+    self.waiting = deque(holders + [r for r in self.waiting if not self._holds_kv_blocks(r)])
+
+@patch
+def _spec_decode_step_blocks(self:Scheduler)->int:
+    "0.33.0's `_spec_decode_step_blocks`: blocks one speculative step can need, over the attention groups."
+    groups = sum(not isinstance(g.kv_cache_spec, MambaSpec) for g in self.kv_cache_config.kv_cache_groups)
+    return waiting_queue.spec_decode_step_blocks(self.num_spec_tokens, self.num_lookahead_tokens, self.block_size, groups)
+
+@patch
+def _load_reservation(self:Scheduler)->int:
+    "Blocks an async load being admitted must leave free: a step's margin for it and each load in flight (0 when off)."
+    if not self.reserve_spec_step_blocks: return 0
+    in_flight = sum(r.status == RequestStatus.WAITING_FOR_REMOTE_KVS for r in self.waiting)
+    return self._spec_decode_step_blocks() * (in_flight + 1)
 
 # %% ../../nbs/14_engine_scheduler.ipynb #2585747f
 @patch
@@ -360,6 +395,10 @@ def _update_from_kv_xfer_finished(self:Scheduler, kv_connector_output:KVConnecto
     # blocks. Anything else (unknown, running, repeated, the wrong role) is counted and ignored; upstream asserts.
     # a standalone engine with a connector (an offloading tier: upstream's `kv_both`) both loads and stores
     consumer, producer = self.vllm_config.role != 'prefill', self.vllm_config.role != 'decode'
+    for req_id in kv_connector_output.corrupt_sending:  # P: D read a block that changed after its checksum
+        request = self.requests.get(req_id) if producer else None
+        if request is not None and request.is_finished(): self._uncache_blocks(request)
+        else: self.num_ignored_kv_notices += 1
     for req_id in kv_connector_output.failed_recving:  # upstream: `invalid_block_ids`, kv_load_failure_policy="recompute"
         request = self.requests.get(req_id) if consumer else None
         if request is not None and request.is_finished(): self._free_blocks(request)
@@ -382,6 +421,13 @@ def _update_from_kv_xfer_finished(self:Scheduler, kv_connector_output:KVConnecto
         else: self.num_ignored_kv_notices += 1  # e.g. a notice for a running request: freeing it would break schedule()
 
 @patch
+def _uncache_blocks(self:Scheduler, request:Request):
+    "Drop the request's blocks from the prefix cache (they stay allocated): no later request hits them."
+    for group in self.kv_cache_manager.get_blocks(request.request_id).blocks:
+        for block in group: self.kv_cache_manager.block_pool._maybe_evict_cached_block(block)
+    self.num_uncached_corrupt += 1
+
+@patch
 def update_from_output(self:Scheduler, scheduler_output:SchedulerOutput, model_runner_output:ModelRunnerOutput)->list:
     "Apply the runner's sampled and accepted tokens; returns an `EngineCoreOutput` per request with news."
     outputs, stopped_reqs = [], []
@@ -394,8 +440,7 @@ def update_from_output(self:Scheduler, scheduler_output:SchedulerOutput, model_r
         if scheduled_spec_token_ids:
             num_draft_tokens, num_accepted = len(scheduled_spec_token_ids), max(0, len(generated_token_ids) - 1)
             request.num_computed_tokens -= num_draft_tokens - num_accepted  # the rejected drafts
-            if any(t >= 0 for t in scheduled_spec_token_ids):  # placeholders alone are no drafts
-                self.spec_decoding_stats.observe_draft(num_draft_tokens, num_accepted)
+            if generated_token_ids: self._observe_draft(scheduled_spec_token_ids, num_accepted)
         new_token_ids, stopped = self._update_request_with_output(request, generated_token_ids)
         kv_transfer_params = None
         if stopped:
@@ -411,6 +456,15 @@ def update_from_output(self:Scheduler, scheduler_output:SchedulerOutput, model_r
     kv_connector_output = model_runner_output.kv_connector_output
     if kv_connector_output is not None: self._update_from_kv_xfer_finished(kv_connector_output)
     return outputs
+
+# %% ../../nbs/14_engine_scheduler.ipynb #7d9c5922
+@patch
+def _observe_draft(self:Scheduler, scheduled_spec_token_ids:list, num_accepted:int):
+    "Count one step's drafts as vLLM does (placeholders included), and in the drafted-only count when one is real."
+    num_invalid_spec_tokens = 0  # upstream: `scheduler_output.num_invalid_spec_tokens` (grammar-refused drafts; no grammar here)
+    self.spec_decoding_stats.observe_draft(len(scheduled_spec_token_ids) - num_invalid_spec_tokens, num_accepted)
+    if any(t >= 0 for t in scheduled_spec_token_ids):
+        self.spec_decoding_stats_drafted.observe_draft(len(scheduled_spec_token_ids), num_accepted)
 
 # %% ../../nbs/14_engine_scheduler.ipynb #ed897177
 def toy_runner_output(scheduler:Scheduler, # the scheduler that made `scheduler_output` (its requests are read)

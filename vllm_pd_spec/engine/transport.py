@@ -53,7 +53,7 @@ class TransferRecord:
     state_digests:tuple=((), ()) # (P's, D's) digests of the states
     error:str|None=None # why the read failed (one of `READ_ERRORS`), None if it did not
 
-READ_ERRORS = ('checksum', 'timeout', 'transfer_error', 'peer_exit', 'short_remote', 'unpublished_block', 'invalid_params')
+READ_ERRORS = ('checksum', 'timeout', 'transfer_error', 'peer_exit', 'short_remote', 'unpublished_block', 'invalid_params', 'aborted')
 
 class KVTransport(ABC):
     "Moves a request's KV blocks (every layer) and GDN states from a P engine to a D engine."
@@ -69,6 +69,12 @@ class KVTransport(ABC):
     @abstractmethod
     def fail_read(self, engine_id:str, request_id:str, remote_engine_id:str, remote_request_id:str,
                   why:str)->TransferRecord: ...
+
+    def report_corrupt(self, engine_id:str, request_id:str, remote_engine_id:str, remote_request_id:str):
+        "D read blocks whose checksums do not match what P published: tell P (which drops them from its prefix cache)."
+    def get_corrupt(self, engine_id:str)->set:
+        "P: request ids whose blocks a reader found corrupt, since the last call."
+        return set()
 
     def verify(self, record:TransferRecord)->bool:
         "True when the read reports no error and every block and state arrived with the bytes it left with."
@@ -89,10 +95,13 @@ class LocalTransport(KVTransport):
     def __init__(self, timeout_s:float=60.0, # D: a read whose publication has not come after this long fails
                  lease_s:float=120.0, # P: a publication nobody read (and a claim) is released after this long
                  clock=time.monotonic, # seconds, for the deadlines (tests pass their own)
+                 max_claims:int=1024, # claims (notices for requests not published yet) kept at most; the oldest go first
+                 faults:dict|None=None, # request id -> 'corrupt': P's block changes after its checksum (fault injection)
                 ):
-        self.caches, self.groups, self.published, self.notifs = {}, {}, {}, {}
-        self.timeout_s, self.lease_s, self.clock = timeout_s, lease_s, clock
+        self.caches, self.groups, self.published, self.notifs, self.corrupt = {}, {}, {}, {}, {}
+        self.timeout_s, self.lease_s, self.clock, self.max_claims = timeout_s, lease_s, clock, max_claims
         self.reads, self.claims, self.stats = {}, {}, Counter()  # D: read -> deadline; (P, request) -> expiry; counters
+        self.faults = dict(faults or {})
 
     def register_kv_caches(self, engine_id:str, kv_caches:dict, layer_groups:dict):
         "Register named cache tensors (or tuples of them) and the KV group of each name."
@@ -105,7 +114,12 @@ class LocalTransport(KVTransport):
         if self.claims.pop((engine_id, request_id), None) is not None:  # the reader gave up already: release at once
             self.notifs.setdefault(engine_id, set()).add(request_id); self.stats['released_on_publish'] += 1; return
         snap = {n: (s.clone() if hasattr(s, 'clone') else s.copy()) for n, s in (states or {}).items()}
-        self.published[(engine_id, request_id)] = (tuple(list(g) for g in block_ids), snap, self.clock() + self.lease_s)
+        src = self.caches[engine_id]  # checksums now: a block P changes after publishing it fails D's check
+        digests = {(p, b): digest(t[b]) for n, parts in src.items() for p, t in parts for b in block_ids[self.groups[engine_id][n]] if b}
+        self.published[(engine_id, request_id)] = (tuple(list(g) for g in block_ids), snap, self.clock() + self.lease_s, digests)
+        if self.faults.get(request_id) == 'corrupt' and digests:  # injected: P's block changes after its checksum
+            (p, b), t = next(iter(digests)), dict(x for parts in src.values() for x in parts)
+            t[p][b].reshape(-1)[0] += 1; self.stats['injected_corrupt'] += 1
 
     def read_blocks(self, engine_id, request_id, local_block_ids, remote_engine_id, remote_request_id, remote_block_ids):
         "Copy the request's blocks from the remote engine (None while not published); notify the sender."
@@ -114,7 +128,7 @@ class LocalTransport(KVTransport):
             deadline = self.reads.setdefault((engine_id, request_id), self.clock() + self.timeout_s)
             if self.clock() <= deadline: return None
             return self.fail_read(engine_id, request_id, remote_engine_id, remote_request_id, 'timeout')
-        sent_ids, states, _ = pub
+        sent_ids, states, _, sent_digests = pub
         why = _pairing_error(local_block_ids, remote_block_ids, sent_ids)
         if why: return self.fail_read(engine_id, request_id, remote_engine_id, remote_request_id, why)
         del self.published[(remote_engine_id, remote_request_id)]; self.reads.pop((engine_id, request_id), None)
@@ -126,7 +140,7 @@ class LocalTransport(KVTransport):
             if not pairs: continue
             L, R = [l for l, _ in pairs], [r for _, r in pairs]
             for (pname, d), (_, s) in zip(parts, src[name]):
-                for l, r in pairs: rec.src_digests[(pname, l)] = digest(s[r])
+                for l, r in pairs: rec.src_digests[(pname, l)] = sent_digests[(pname, r)]
                 _copy_rows(d, L, s, R)
                 for l in L: rec.dst_digests[(pname, l)] = digest(d[l])
                 rec.num_blocks += len(pairs)
@@ -140,7 +154,10 @@ class LocalTransport(KVTransport):
         self.reads.pop((engine_id, request_id), None)
         key = (remote_engine_id, remote_request_id)
         if self.published.pop(key, None) is not None: self.notifs.setdefault(remote_engine_id, set()).add(remote_request_id)
-        elif isinstance(remote_engine_id, str) and isinstance(remote_request_id, str): self.claims[key] = self.clock() + self.lease_s
+        elif isinstance(remote_engine_id, str) and isinstance(remote_request_id, str):
+            while len(self.claims) >= self.max_claims:  # a peer's notices for unknown ids are bounded in count
+                del self.claims[next(iter(self.claims))]; self.stats['dropped_claims'] += 1
+            self.claims[key] = self.clock() + self.lease_s
         self.stats[f'fault_{why}'] += 1
         return TransferRecord(request_id, remote_engine_id, error=why)
 
@@ -152,6 +169,15 @@ class LocalTransport(KVTransport):
         for key in [k for k, t in self.claims.items() if t < now]: del self.claims[key]
         out, self.notifs[engine_id] = self.notifs.get(engine_id, set()), set()
         return out
+
+    def report_corrupt(self, engine_id, request_id, remote_engine_id, remote_request_id):
+        "D found the blocks it read corrupt: P hears of it with its next notices."
+        if remote_engine_id in self.notifs and isinstance(remote_request_id, str):
+            self.corrupt.setdefault(remote_engine_id, set()).add(remote_request_id)
+
+    def get_corrupt(self, engine_id:str)->set:
+        "P: request ids whose blocks a reader found corrupt, since the last call."
+        return self.corrupt.pop(engine_id, set())
 
     def in_use(self)->dict:
         "What the transport still holds: publications, reads waiting for one, claims (all 0 when idle)."
@@ -166,10 +192,13 @@ def _plan_error(m)->str|None:
 
 class PDConnectorWorker:
     "Worker side of the P/D connector over a `KVTransport`."
-    def __init__(self, engine_id:str, transport:KVTransport):
-        self.engine_id, self.transport = engine_id, transport
+    def __init__(self, engine_id:str, transport:KVTransport,
+                 history:int=64, # the last reads kept in `records` and the last failures in `failures`
+                ):
+        self.engine_id, self.transport, self.history = engine_id, transport, history
         self._pending_reads, self._done_recving, self._states, self.records = {}, set(), {}, []
-        self._failed, self.failures = set(), []  # failed reads: not yet reported; all, as (request id, why)
+        self._failed, self.failures = set(), []  # failed reads: not yet reported; the last ones, as (request id, why)
+        self._finished = set()  # requests that finished (aborted) with their read still pending: their states are dropped
         self.read_states = None
 
     def register_kv_caches(self, kv_caches:dict, layer_groups:dict, read_states=None):
@@ -187,6 +216,11 @@ class PDConnectorWorker:
 
     def _try_reads(self):
         for rid, m in list(self._pending_reads.items()):
+            if m.aborted:  # D aborted the request before planning its read: P releases its blocks now, not at the lease
+                del self._pending_reads[rid]
+                if isinstance(m.remote_engine_id, str) and isinstance(m.remote_request_id, str):
+                    self.transport.fail_read(self.engine_id, rid, m.remote_engine_id, m.remote_request_id, 'aborted')
+                continue
             why = _plan_error(m)
             rec = (self.transport.fail_read(self.engine_id, rid, m.remote_engine_id, m.remote_request_id, why) if why else
                    self.transport.read_blocks(self.engine_id, rid, m.local_block_ids, m.remote_engine_id,
@@ -194,17 +228,35 @@ class PDConnectorWorker:
             if rec is None: continue
             del self._pending_reads[rid]
             if self.transport.verify(rec):
-                self.records.append(rec); self._states[rid] = rec.states; self._done_recving.add(rid)
-            else: self._failed.add(rid); self.failures.append((rid, rec.error or 'checksum'))
+                self.records.append(rec); self._done_recving.add(rid)
+                if rid not in self._finished: self._states[rid] = rec.states
+            else:
+                self._failed.add(rid); self.failures.append((rid, rec.error or 'checksum'))
+                if rec.error in (None, 'checksum'):  # the bytes differ from P's checksums: P must not serve them again
+                    self.transport.report_corrupt(self.engine_id, rid, m.remote_engine_id, m.remote_request_id)
+            self._finished.discard(rid)
+        del self.records[:-self.history], self.failures[:-self.history]  # a bounded history, not one entry per request
 
     def get_finished(self)->KVConnectorOutput:
         "Transfers finished since the last call: sends (P), reads (D), and reads that failed (D)."
         self._try_reads()
         recving, self._done_recving = self._done_recving, set()
         failed, self._failed = self._failed, set()
-        return KVConnectorOutput(finished_sending=self.transport.get_notifs(self.engine_id), finished_recving=recving,
-                                 failed_recving=failed)
+        sending = self.transport.get_notifs(self.engine_id)
+        return KVConnectorOutput(finished_sending=sending, finished_recving=recving, failed_recving=failed,
+                                 corrupt_sending=self.transport.get_corrupt(self.engine_id))
 
     def take_states(self, request_id:str)->dict|None:
         "The GDN states that arrived for `request_id` (once)."
         return self._states.pop(request_id, None)
+
+    def free_requests(self, request_ids):
+        "Finished requests: drop states that arrived for them, and those of reads still under way when they arrive."
+        for rid in request_ids:
+            self._states.pop(rid, None)
+            if rid in self._pending_reads: self._finished.add(rid)
+
+    def in_use(self)->dict:
+        "Per-request state the worker holds (all 0 when idle): reads pending, states not taken, history kept."
+        return dict(pending_reads=len(self._pending_reads), states=len(self._states), finished=len(self._finished),
+                    records=len(self.records), failures=len(self.failures))

@@ -35,10 +35,12 @@ def next_token_accuracy(model:SpecModel, tokenizer:str='bpe1024', seq_len:int=51
     return hit / n
 
 # %% ../../nbs/24b_model_gates.ipynb #3f6e25f0
-def _zero_prompt_kv(engine:LLMEngine, rid:str, prompt_len:int):
-    "Zero the drafter layers' KV entries of request `rid` at positions `0..prompt_len-1`."
+def _zero_prompt_kv(engine:LLMEngine, rid:str, prompt_len:int,
+                    last:int=0 # 0: every prompt position; n: only the prompt's last n
+                   ):
+    "Zero the drafter layers' KV entries (a conv MTP's convolution state included) of request `rid` at prompt positions."
     run = engine.runner
-    slots = torch.tensor(run._slots(run.requests[rid], range(prompt_len)))
+    slots = torch.tensor(run._slots(run.requests[rid], range(prompt_len - last if last else 0, prompt_len)))
     for name in run.drafter_layers:
         for t in run.cache.kv[name]: t.view(-1, *t.shape[2:])[slots] = 0
 
@@ -52,6 +54,7 @@ def _rates(now:tuple, base:tuple=(0, 0, []))->dict:
 
 def serve(model:SpecModel, prompts:list, method:str|None, k:int=4, max_tokens:int=128,
           zero_drafter_kv:bool=False, # zero each request's drafter KV at prompt positions after step 2
+          zero_last:int=0, # instead, zero it only at the prompt's last `zero_last` positions
           dtype=torch.float64)->tuple:
     "`(outputs, all_steps, from_step_4)`: greedy outputs and acceptance over all draft steps and over those verified from step 4."
     blocks = len(prompts) * (cdiv(max(map(len, prompts)) + max_tokens + 2 * k, 16) + 1) + 1
@@ -62,9 +65,9 @@ def serve(model:SpecModel, prompts:list, method:str|None, k:int=4, max_tokens:in
     step, base = 0, None
     while eng.has_work():
         eng.step(); step += 1
-        if step == 2 and zero_drafter_kv:
+        if step == 2 and (zero_drafter_kv or zero_last):
             for rid, p in zip(ids, prompts):
-                if rid in eng.runner.requests: _zero_prompt_kv(eng, rid, len(p))
+                if rid in eng.runner.requests: _zero_prompt_kv(eng, rid, len(p), 0 if zero_drafter_kv else zero_last)
         if step == 3 and method: base = _counts(eng.spec_stats)
     outs = [eng.outputs[r] for r in ids]
     if not method: return outs, {}, {}
@@ -77,9 +80,11 @@ def card_path(name:str, weights:Path|None=None)->Path:
 
 def measure_model(name:str, # a text model in `MODELS`
                   n_prompts:int=16, prompt_len:int=256, max_tokens:int=128, k:int=4, log=print,
-                  weights:Path|None=None # a safetensors file with its card beside it (default: the shipped one)
+                  weights:Path|None=None, # a safetensors file with its card beside it (default: the shipped one)
+                  methods:tuple=METHODS, # the drafters to measure (a variant: the one it ships)
+                  last_ks:tuple=() # MTP: also the cost of zeroing only the prompt's last k - 1 positions, at each k here
                  )->dict:
-    "Everything the gates and the card need for one model: accuracy, acceptance per method, zeroed-KV cost."
+    "Everything the gates and the card need for one model: accuracy, acceptance per method, zeroed-KV cost (and MTP's last-positions cost)."
     model = load_model(name, torch.float64, path=weights)
     tokenizer = json.loads(card_path(name, weights).read_text())['tokenizer']
     prompts = heldout_prompts(n_prompts, prompt_len, tokenizer=tokenizer)
@@ -87,7 +92,7 @@ def measure_model(name:str, # a text model in `MODELS`
     rep = dict(name=name, tokenizer=tokenizer, n_prompts=n_prompts, prompt_len=prompt_len, max_tokens=max_tokens, k=k,
                next_token_accuracy=next_token_accuracy(load_model(name, path=weights), tokenizer))
     plain, _, _ = serve(model, prompts, None, k, max_tokens)
-    for method in METHODS:
+    for method in methods:
         out, st, clean = serve(model, prompts, method, k, max_tokens)
         _, _, zeroed = serve(model, prompts, method, k, max_tokens, zero_drafter_kv=True)
         lost = 1 - (zeroed['mean_acceptance_length'] - 1) / max(clean['mean_acceptance_length'] - 1, 1e-9)
@@ -96,6 +101,17 @@ def measure_model(name:str, # a text model in `MODELS`
         if log: log(f"{name} {method:6s} acceptance length {st['mean_acceptance_length']:.3f} per position "
                     f"{' '.join(f'{x:.3f}' for x in st['per_position'])}; zeroed prompt KV: {clean['mean_acceptance_length']:.3f} -> "
                     f"{zeroed['mean_acceptance_length']:.3f} ({100 * lost:.1f} % of accepted drafts lost) [{time.time() - t0:.0f} s]")
+        if method != 'mtp' or not last_ks: continue
+        last = {}
+        for kk in last_ks:  # each k against an untouched run at the same k, the same window (drafts verified from step 4)
+            c = clean if kk == k else serve(model, prompts, method, kk, max_tokens)[2]
+            z = serve(model, prompts, method, kk, max_tokens, zero_last=kk - 1)[2]
+            last[str(kk)] = dict(zeroed_positions=kk - 1, after_first_step=c['mean_acceptance_length'], zeroed=z['mean_acceptance_length'],
+                                 cost=1 - (z['mean_acceptance_length'] - 1) / max(c['mean_acceptance_length'] - 1, 1e-9))
+            if log: log(f"{name} mtp    k={kk}: last {kk - 1} prompt positions zeroed: {c['mean_acceptance_length']:.3f} -> "
+                        f"{z['mean_acceptance_length']:.3f} ({100 * last[str(kk)]['cost']:.1f} % lost) [{time.time() - t0:.0f} s]")
+        rep[method]['last_positions'] = last
+        rep[method]['last_positions_cost'] = {kk: v['cost'] for kk, v in last.items()}
     return rep
 
 def check_gates(rep:dict)->dict:
@@ -103,7 +119,7 @@ def check_gates(rep:dict)->dict:
     pp = rep['mtp']['per_position'][:4]
     return {f'MTP position {i + 1} in [{GATE_LO}, {GATE_HI}]': GATE_LO <= a <= GATE_HI for i, a in enumerate(pp)} | \
            {'target accuracy far from 1 (< 0.9)': rep['next_token_accuracy'] < 0.9,
-            'lossless (every drafter)': all(rep[m]['lossless'] for m in METHODS)}
+            'lossless (every drafter)': all(rep[m]['lossless'] for m in METHODS if m in rep)}
 
 # %% ../../nbs/24b_model_gates.ipynb #61ac6202
 def record_gates(rep:dict, weights:Path|None=None # the weights the figures are of (default: the shipped ones)

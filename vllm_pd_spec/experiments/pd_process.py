@@ -60,12 +60,15 @@ class ToyKVRunner:
     def execute_model(self, scheduler_output:SchedulerOutput)->ModelRunnerOutput:
         "One step: load KV (D), write KV for the scheduled positions, sample at the end of each request."
         so = scheduler_output
-        if self.worker is not None: self.worker.start_load_kv(so.kv_connector_metadata)
+        if self.worker is not None: self.worker.start_load_kv(so.kv_connector_metadata); self.worker.free_requests(so.finished_req_ids)
         for req_id in so.finished_req_ids | so.preempted_req_ids: self.block_tables.pop(req_id, None); self.state.pop(req_id, None)
         for new_req in so.scheduled_new_reqs:
             self.block_tables[new_req.req_id] = new_req.block_ids
             states = self.worker.take_states(new_req.req_id) if self.worker is not None else None
-            self.state[new_req.req_id] = states['gdn'].clone().to(torch.float64) if states else torch.zeros(1, dtype=torch.float64)
+            # the state folds in every computed token: a prefix-cache hit's tokens too (the toy's state is their sum)
+            hit = float(sum(new_req.prefill_token_ids[:new_req.num_computed_tokens]))
+            self.state[new_req.req_id] = (states['gdn'].clone().to(torch.float64) if states
+                                          else torch.tensor([hit], dtype=torch.float64))
         cached = so.scheduled_cached_reqs
         for req_id, block_ids in zip(cached.req_ids, cached.block_ids): self.block_tables[req_id] = block_ids
         req_ids, sampled_token_ids = list(so.num_scheduled_tokens), []

@@ -37,15 +37,17 @@ def run_experiment(fix:int, # 1..6
                   )->ExperimentResult:
     "Run one fix's experiment with a progress bar (tqdm: a widget in a notebook, a line on a terminal); times it."
     name, mod = EXPERIMENTS[fix]
-    run = importlib.import_module(mod).run
+    module = importlib.import_module(mod)
+    run, devices = module.run, getattr(module, 'DEVICES', ('cpu', 'cuda'))
+    where = device if device in devices else devices[0]  # an experiment that runs on the CPU only runs there, and says so
     kw = dict(full=True) if full and 'full' in inspect.signature(run).parameters else {}
     bars = []
     def progress(total): bars.append(tqdm(total=total, desc=f'fix {fix}: {name}', file=sys.stderr)); return bars[-1]
     t0 = time.time()
-    try: res = run(device=device, transport=transport, quick=quick, progress=progress, **kw)
+    try: res = run(device=where, transport=transport, quick=quick, progress=progress, **kw)
     finally:
         for bar in bars: bar.close()
-    res.seconds, res.device = round(time.time() - t0, 2), device
+    res.seconds, res.device = round(time.time() - t0, 2), where if where == device else f'{where} ({module.DEVICES_WHY})'
     legacy, fixed = DEFAULT_LABELS.get(fix, (None, None))
     res.legacy_label, res.fixed_label = res.legacy_label or legacy, res.fixed_label or fixed
     return res
@@ -97,7 +99,8 @@ def results_table(results:list # `ExperimentResult`s
         seed = seed or _fmt(r.seed_figure)  # the seed's words carry its figure
         name = f'[{r.fix}]({page})' if page else str(r.fix)
         label = lambda l: f'{l}: ' if l else ''
-        rows.append([name, f'**{r.name}**: {bug}. Metric: {r.metric}',
+        ran = f' *Ran on {r.device}.*' if '(' in r.device else ''  # an experiment that could not run where asked
+        rows.append([name, f'**{r.name}**: {bug}{ran}. Metric: {r.metric}',
                      f"{label(r.legacy_label)}consequence seen: {'yes' if r.legacy_consequence_seen else 'no'}",
                      f"{label(r.fixed_label)}invariant held: {'yes' if r.invariant_holds else 'NO'}", '', '', seed])
         for s in _setting_rows(r):
@@ -159,8 +162,9 @@ def add_reproduce_args(p:argparse.ArgumentParser):
     p.add_argument('--device', choices=['cpu', 'cuda'], default='cpu')
     p.add_argument('--transport', choices=['local', 'nixl'], default='local')
     p.add_argument('--json', metavar='PATH', help='write the results as a JSON list (checked before any experiment runs)')
-    p.add_argument('--quick', action='store_true', help='smaller sweeps')
-    p.add_argument('--full', action='store_true', help='full sweeps (every k, more prompts), where an experiment has one')
+    size = p.add_mutually_exclusive_group()  # `--quick --full` is refused, not resolved silently
+    size.add_argument('--quick', action='store_true', help='smaller sweeps')
+    size.add_argument('--full', action='store_true', help='full sweeps (every k, more prompts), where an experiment has one')
 
 def check_reproduce_args(args)->argparse.Namespace:
     "Every input checked before any experiment runs (the output path first); a `ValueError` naming the flag."

@@ -333,7 +333,7 @@ MAX_BATCHES = 10_000  # the CPU sweep runs about ten batches a second on two cor
 def _int_in(lo:int, hi:int):
     "An argparse type: an integer in `[lo, hi]`."
     def parse(s:str)->int:
-        try: v = int(s)
+        try: v = int(s) if s.strip().lstrip('+-').isascii() and '_' not in s else int('x')  # ASCII digits only, as the CLI takes them
         except ValueError: raise argparse.ArgumentTypeError(f'expected an integer in [{lo}, {hi:,}], got {s!r}') from None
         if not lo <= v <= hi: raise argparse.ArgumentTypeError(f'expected an integer in [{lo}, {hi:,}], got {s!r}')
         return v

@@ -1,0 +1,43 @@
+"""Fix 2's arms on the conv MTP variant (ours, text-attn-convmtp) and on text-attn, whose target it shares: greedy, every
+arm, k = 2, 3, 4, three disjoint sets of 16 held-out prompts (the full sweep's sets), 128 tokens each, float64 on CPU;
+vLLM's acceptance, acceptance by decode step, the census against the contract (a conv depth's state included). One
+process per setting, one thread each. Writes one JSON file: the rows, `summarize(rows)` and the time taken.
+
+    PYTHONPATH=. python3 tools/fix2_convmtp.py --out nbs/runs/fix2_convmtp.json            # 16 cores: a few minutes
+    PYTHONPATH=. python3 tools/fix2_convmtp.py --ks 2 --seeds 0 --num-prompts 1 --max-tokens 8 --out /tmp/fix2_convmtp_dry.json
+"""
+import argparse, json, multiprocessing, os, platform, time
+
+def one_setting(setting:tuple)->tuple:
+    "Every arm of one (model, k, seed): `(rows, seconds)`."
+    model, k, seed, num_prompts, max_tokens = setting
+    import torch; torch.set_num_threads(1)
+    from vllm_pd_spec.experiments.backoff import run_setting, prompt_set
+    t0 = time.time()
+    res = run_setting(model, k, prompt_set(model, seed, num_prompts), 0.0, seed, max_tokens=max_tokens)
+    return [dict(model=model, k=k, temperature=0.0, seed=seed, **r) for r in res.values()], round(time.time() - t0, 1)
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--models', nargs='+', default=['text-attn-convmtp', 'text-attn'])
+    ap.add_argument('--ks', nargs='+', type=int, default=[2, 3, 4])
+    ap.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
+    ap.add_argument('--num-prompts', type=int, default=16); ap.add_argument('--max-tokens', type=int, default=128)
+    ap.add_argument('--processes', type=int, default=os.cpu_count()); ap.add_argument('--out', required=True)
+    a = ap.parse_args(argv)
+    from vllm_pd_spec.experiments.backoff import summarize, PROMPT_LEN, ARMS
+    settings = [(m, k, s, a.num_prompts, a.max_tokens) for m in a.models for k in a.ks for s in a.seeds]
+    setup = dict(models=a.models, ks=a.ks, seeds=a.seeds, num_prompts=a.num_prompts, prompt_len=PROMPT_LEN, max_tokens=a.max_tokens,
+                 temperature=0.0, dtype='float64', arms={n: x.what for n, x in ARMS.items()}, machine=platform.processor() or platform.machine(),
+                 cpus=os.cpu_count())
+    t0, rows, times = time.time(), [], {}
+    with multiprocessing.get_context('spawn').Pool(min(a.processes, len(settings))) as pool:
+        for rs, t in pool.imap_unordered(one_setting, settings):  # the file is rewritten as settings finish: a cut-off run keeps what it did
+            rows += rs; times[f"{rs[0]['model']} k={rs[0]['k']} seed={rs[0]['seed']}"] = t
+            out = dict(setup=setup, complete=len(times) == len(settings), seconds=round(time.time() - t0, 1), setting_seconds=times,
+                       rows=rows, summary=summarize(rows))
+            with open(a.out, 'w') as f: json.dump(out, f, indent=1, default=str)
+    bad = [r for r in rows if r['contract_mismatches'] or r['lossless'] is False]
+    print(f"{len(rows)} arm runs in {out['seconds']} s; census = contract and lossless in all: {not bad}")
+
+if __name__ == '__main__': main()
