@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/experiments_common.html.md"""
 
 # %% auto #0
 __all__ = ['ExperimentResult', 'torch_threads', 'check_device', 'check_transport', 'make_transport', 'first_divergence',
-           'differing', 'match_summary', 'table', 'bars']
+           'differing', 'match_summary', 'reader_table', 'setup_text', 'measured_line', 'in_short', 'table', 'bars']
 
 # %% ../../nbs/29_experiments_common.ipynb #7473200c
 import contextlib, torch
@@ -98,6 +98,85 @@ def match_summary(outputs:list, # each request's tokens
     bad = [d for d in div if d is not None]
     return dict(exact_match_rate=round(1 - len(bad) / len(div), 4), differing=len(bad),
                 mean_first_divergence=round(sum(bad) / len(bad), 1) if bad else None, first_divergences=div)
+
+# %% ../../nbs/29_experiments_common.ipynb #5f4be56e
+def _words(name)->str:
+    "A column name as words: `mean_acceptance_length` -> 'mean acceptance length'."
+    return str(name).replace('_', ' ')
+
+def _cell(x, decimals:int)->str:
+    "One value as a reader sees it: '—' for None, fixed decimals, dicts and lists inline."
+    if x is None: return '—'
+    if isinstance(x, bool): return 'yes' if x else 'no'
+    if isinstance(x, float): return f'{x:.{decimals}f}'
+    if isinstance(x, dict): return '; '.join(f'{_words(k)} {_cell(v, decimals)}' for k, v in x.items()) or '—'
+    if isinstance(x, (list, tuple)): return ', '.join(_cell(v, decimals) for v in x) or '—'
+    return str(x).replace('|', '\\|').replace('\n', ' ')
+
+def reader_table(rows:list, # dicts, one per row
+                 cols:list|None=None, # the columns, in order (default: every key, in first-seen order)
+                 headers:dict|None=None, # column -> header (default: the name in words)
+                 decimals:int=3, # digits after the point for floats
+                 pivot:tuple|None=None, # (index, column, value): one row per index, one column per column value
+                 drop_constant:bool|None=None, # drop columns with one value in every row, said under the table (default: unless pivoted)
+                )->str:
+    "A markdown table for a page: human headers, '—' for missing values, fixed decimals, constant columns dropped, sweeps pivoted."
+    if not rows: raise ValueError('rows: nothing to tabulate')
+    headers = dict(headers or {})
+    if pivot is not None:
+        index, column, value = pivot
+        for key in (index, column, value):
+            if not any(key in r for r in rows): raise ValueError(f'pivot: no row has the key {key!r}')
+        out = {}
+        for r in rows: out.setdefault(r.get(index), {index: r.get(index)})[f'{_words(column)} {r.get(column)}'] = r.get(value)
+        rows = list(out.values())
+    cols = cols or list(dict.fromkeys(k for r in rows for k in r))
+    missing = [c for c in cols if not any(c in r for r in rows)]
+    if missing: raise ValueError(f'cols: no row has {missing}')
+    note = []
+    if (pivot is None if drop_constant is None else drop_constant) and len(rows) > 1:
+        same = [c for c in cols if len({_cell(r.get(c), decimals) for r in rows}) == 1]
+        if len(same) < len(cols):
+            note = [f'{headers.get(c, _words(c))}: {_cell(rows[0].get(c), decimals)}' for c in same]
+            cols = [c for c in cols if c not in same]
+    lines = ['| ' + ' | '.join(headers.get(c, _words(c)) for c in cols) + ' |', '|' + ' --- |' * len(cols)]
+    lines += ['| ' + ' | '.join(_cell(r.get(c), decimals) for c in cols) + ' |' for r in rows]
+    return '\n'.join(lines) + (f"\n\nIn every row: {'; '.join(note)}." if note else '')
+
+def setup_text(setup:dict, # an experiment's `setup`
+               decimals:int=3, # digits after the point for floats
+              )->str:
+    "An experiment's setup, one `key: value` line per key (nested dicts inline), for a folded block."
+    return '\n'.join(f'{_words(k)}: {_cell(v, decimals)}' for k, v in setup.items())
+
+# %% ../../nbs/29_experiments_common.ipynb #c13ca692
+def measured_line(r, # an `ExperimentResult`, or its saved JSON as a dict
+                  decimals:int=3, # digits after the point for floats
+                 )->str:
+    "One result's headline as a sentence: the metric, legacy figure (its code) -> fixed figure (its code), standalone."
+    d = r if isinstance(r, dict) else r.to_json()
+    for key in ('metric', 'legacy', 'fixed'):
+        if key not in d: raise ValueError(f'r: the result has no {key!r}')
+    fig = lambda x: _cell(x, decimals) if not isinstance(x, (dict, list)) else '—'
+    label = lambda k: f" ({d[k].split(' (')[0]})" if d.get(k) else ''
+    s = f"{d['metric']}: **{fig(d['legacy'])}** legacy{label('legacy_label')} → **{fig(d['fixed'])}** fixed{label('fixed_label')}"
+    return s + (f"; standalone {fig(d['standalone'])}" if d.get('standalone') is not None else '')
+
+def in_short(breaks:str, # what breaks, in a sentence
+             releases:str, # in which releases (`explain.release_summary`)
+             measured:list, # sentences of what we measured (`measured_line`), each from a saved or live result
+             do:str, # what to do
+             links:str, # markdown links: the finding, the remedy, the overview, the glossary
+            )->str:
+    "The 'In short' box a fix page opens with, as a markdown note admonition."
+    for name, v in (('breaks', breaks), ('releases', releases), ('do', do), ('links', links)):
+        if not v or not str(v).strip(): raise ValueError(f'{name}: empty')
+    if not measured: raise ValueError('measured: empty')
+    cap = lambda t: t[:1].upper() + t[1:]
+    body = [f'**What breaks.** {breaks}', f'**Where.** {cap(releases)}.',
+            '**What we measured.** ' + (cap(measured[0].rstrip('.')) + '.' if len(measured) == 1 else ' '.join(f'({i}) {m}.' for i, m in enumerate(measured, 1))),
+            f'**What to do.** {cap(do)}', links]
+    return '!!! note "In short"\n\n' + '\n\n'.join('    ' + b.replace('\n', ' ') for b in body)
 
 # %% ../../nbs/29_experiments_common.ipynb #b51d46e0
 def table(rows:list, # dicts, one per row

@@ -13,7 +13,7 @@ import torch
 from ..config import Fixes, SchedulerConfig
 from ..engine.llm_engine import LLMEngine, PDPair, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, torch_threads, check_device, check_transport, make_transport, match_summary
+from .common import ExperimentResult, setup_text, reader_table, torch_threads, check_device, check_transport, make_transport, match_summary
 
 # %% ../../nbs/06c_kernel_guard_experiment.ipynb #ea86f23f
 def kernel_backend(device:str # 'cpu' or 'cuda'
@@ -86,7 +86,7 @@ def run(device:str='cpu', # 'cpu' (the interpreter) or 'cuda' (the compiled kern
                  max_num_seqs=8, max_num_batched_tokens=512, transport=transport, other_fixes='on',
                  legacy="Fixes().off(6): 0.24.0's kernel with #45237's padding (main between #45237 and #47466)",
                  fixed='Fixes(): vLLM 0.33.0 kernel', arms={a: ARMS[a][3] for a in ARMS}, full=full, quick=quick)
-    print('fix 6 setup:', setup)
+    print(f'fix 6 setup:\n{setup_text(setup)}')
     bar = progress(len(g['models']) * len(g['ks']) * (1 + len(ARMS))) if progress is not None else None
     with torch_threads(1): rows = guard_rows(**g, device=device, transport=transport, bar=bar)
     by = {(r['model'], r['k'], r['arm']): r for r in rows}
@@ -110,7 +110,7 @@ def run(device:str='cpu', # 'cpu' (the interpreter) or 'cuda' (the compiled kern
 def plot(res:ExperimentResult # what `run` returned
         ):
     "Exact-match rate against standalone per k, one panel per model, one bar per arm."
-    from vllm_pd_spec.plotting import figure, arm_color, legend_outside, show
+    from vllm_pd_spec.plotting import figure, arm_color, legend_outside, label_bars, show
     models = list(dict.fromkeys(r['model'] for r in res.rows))
     fig, axes = figure(ncols=len(models), sharey=True)
     axes = axes if len(models) > 1 else [axes]
@@ -120,11 +120,11 @@ def plot(res:ExperimentResult # what `run` returned
         w = 0.8 / len(arms)
         for j, arm in enumerate(arms):
             ys = [next(r['exact_match_rate'] for r in res.rows if (r['model'], r['k'], r['arm']) == (name, k, arm)) for k in ks]
-            ax.bar([i + (j - (len(arms) - 1) / 2) * w for i in range(len(ks))], ys, w, color=arm_color('fixed' if arm == 'fixed' else 'legacy'),
+            label_bars(ax, ax.bar([i + (j - (len(arms) - 1) / 2) * w for i in range(len(ks))], ys, w, color=arm_color('fixed' if arm == 'fixed' else 'legacy'),
                    alpha=0.45 if arm == '0.24.0' else 1.0,
                    label={'legacy': 'guard off + padding (main #45237..#47466)', 'fixed': 'guard on (0.33.0)',
-                          '0.24.0': '0.24.0: no guard, no padding'}[arm])
-        ax.set_xticks(range(len(ks)), [f'k={k}' for k in ks]); ax.set_title(name); ax.set_ylim(0, 1.05)
+                          '0.24.0': '0.24.0: no guard, no padding'}[arm]), '{:.2f}')
+        ax.set_xticks(range(len(ks)), [f'k={k}' for k in ks]); ax.set_title(name); ax.set_ylim(0, 1.15)
     axes[0].set_ylabel('P/D == standalone (share)')
     legend_outside(fig)
     show(fig, alt='Share of requests whose P/D continuation equals standalone through the Triton kernel, per k and model, '

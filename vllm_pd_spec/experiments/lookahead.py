@@ -19,7 +19,7 @@ from ..engine.kv_cache_manager import SlotChecker, get_kv_cache_config
 from ..engine.scheduler import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, torch_threads
+from .common import ExperimentResult, setup_text, reader_table, torch_threads
 
 # %% ../../nbs/01b_lookahead_experiment.ipynb #e9fd2828
 class AcceptanceByRequest(StepObserver):
@@ -293,7 +293,7 @@ def run(device:str='cpu', # 'cpu' only: the model runs on the CPU here
     setup = dict({k: (f'{v[0]}..{v[-1]}' if isinstance(v, range) else v) for k, v in g.items()}, model=MODEL, method='mtp',
                  dtype='float64', greedy=True, budget=BUDGET, max_tokens=MAX_TOKENS, torch_threads=1, full=full,
                  legacy='Fixes().off(1): vLLM 0.27.1', fixed='Fixes(): vLLM 0.33.0 (= 0.29.0 for these consumers)')
-    print('fix 1 setup:', setup)
+    print(f'fix 1 setup:\n{setup_text(setup)}')
     bar = progress(len(g['reserve_ks']) + len(g['publication_ks']) + len(g['window_ks'])) if progress is not None else None
     with torch_threads(1):
         reserve = reserve_rows(g['reserve_ks'], g['num_prompts'], BUDGET, MAX_TOKENS, bar)

@@ -18,7 +18,7 @@ from ..contracts import ordering
 from ..engine.request import Request
 from ..engine.scheduler import SchedulerAssertionError, ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, EngineDeadError
-from .common import ExperimentResult
+from .common import ExperimentResult, setup_text, reader_table
 
 # %% ../../nbs/03b_truncation_ordering_experiment.ipynb #4c4fbda4
 GDN_HYBRID = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=16)
@@ -159,7 +159,7 @@ def run(device:str='cpu', # unused: no model runs here
     setup = dict(block_sizes=g['block_sizes'], stream_requests=g['num_requests'], arrivals_per_step=2, budget=96,
                  pair_lengths=f"{g['lengths'][0]}..{g['lengths'][-1]}", seed=SEED, num_docs=NUM_DOCS, max_len=MAX_LEN,
                  model='full attention + GDN, role prefill', spec='none (+ one MTP k=3 pair row)', full=full)
-    print('fix 3 setup:', setup)
+    print(f'fix 3 setup:\n{setup_text(setup)}')
     bar = progress(2 * len(g['block_sizes']) + 1) if progress is not None else None
     rows = stream_rows(g['block_sizes'], g['num_requests'], SEED, NUM_DOCS, MAX_LEN, bar) + pair_rows(g['lengths'], g['block_sizes'], bar=bar)
     head = next(r for r in rows if r['scenario'] == 'stream' and r['block_size'] == HEADLINE_BLOCK)

@@ -14,7 +14,7 @@ from ..config import Fixes, SchedulerConfig
 from ..contracts import rows as row_rules
 from ..engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, torch_threads, check_device, check_transport, make_transport, match_summary
+from .common import ExperimentResult, setup_text, reader_table, torch_threads, check_device, check_transport, make_transport, match_summary
 
 # %% ../../nbs/05b_gdn_decode_detection_experiment.ipynb #da5288ee
 def first_decode_step(k:int, # MTP drafts per step
@@ -154,7 +154,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
                  max_num_batched_tokens=512, settings_detail=SETTINGS, transport=transport, other_fixes='on',
                  arms={a: ARMS[a][3] for a in g['rules']}, legacy=row_rules.LEGACY_ROW_RULE, fixed=row_rules.FIXED_ROW_RULE,
                  full=full, quick=quick)
-    print('fix 5 setup:', setup)
+    print(f'fix 5 setup:\n{setup_text(setup)}')
     bar = progress(len(g['settings']) * len(g['ks']) * (1 + len(g['rules']))) if progress is not None else None
     with torch_threads(1): rows = rule_rows(**g, device=device, transport=transport, bar=bar)
     return _result(5, 'GDN decode detection', rows, setup, device, NOTES, row_rules.FIXED_ROW_RULE, row_rules.LEGACY_ROW_RULE,

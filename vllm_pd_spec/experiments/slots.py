@@ -16,7 +16,7 @@ from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, torch_threads, check_device
+from .common import ExperimentResult, setup_text, reader_table, torch_threads, check_device
 from .backoff import mean_ci
 
 # %% ../../nbs/04b_dflash_slots_experiment.ipynb #4a7fec78
@@ -195,7 +195,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
     setup = dict(g, seeds=SEEDS, max_tokens=MAX_TOKENS, num_blocks=NUM_BLOCKS, max_num_seqs=MAX_NUM_SEQS, block_size=16,
                  model='text-attn + DFlash', dtype='float64', greedy=True, prompts='shared_prefix_prompts (held-out source)',
                  legacy='Fixes().off(4): vLLM 0.22.0 slots', fixed='Fixes(): vLLM 0.33.0 slots', full=full, quick=quick)
-    print('fix 4 setup:', setup)
+    print(f'fix 4 setup:\n{setup_text(setup)}')
     bar = progress(len(g['ks']) * len(SEEDS)) if progress is not None else None
     with torch_threads(1): rows = slots_rows(g['ks'], g['num_requests'], SEEDS, device, bar=bar)
     summary = victims_summary(rows)
@@ -225,21 +225,22 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
 def plot(res:ExperimentResult # what `run` returned
         ):
     "Where the legacy run's stray writes land, and victims and changed drafts per k, legacy vs fixed."
-    from vllm_pd_spec.plotting import figure, arm_color, legend_outside, show
+    from vllm_pd_spec.plotting import figure, arm_color, legend_outside, label_bars, show
     fig, (a, b) = figure(ncols=2)
     kinds = ('other_request', 'cached', 'free', 'null', 'own')
     labels = [f"k={r['k']}, seed {r.get('seed', 0)}" for r in res.rows]
     bottom = [0] * len(res.rows)
     for i, kind in enumerate(kinds):
         ys = [r[f'landed_{kind}'] for r in res.rows]
-        a.bar(labels, ys, bottom=bottom, label=f'lands: {kind}', color=arm_color('legacy'), alpha=1 - 0.17 * i)
+        if not any(ys): continue  # a kind no write landed in draws no bar
+        label_bars(a, a.bar(labels, ys, bottom=bottom, label=f'lands: {kind}', color=arm_color('legacy'), alpha=1 - 0.17 * i), label_type='center')
         bottom = [x + y for x, y in zip(bottom, ys)]
-    a.set_title('legacy: KV writes past the allocation'); a.set_ylabel('writes')
+    a.set_title('legacy: stray KV writes', fontsize=9); a.set_ylabel('writes')
     x = range(len(res.rows))
     for j, (arm, key) in enumerate((('legacy', 'legacy_victims'), ('fixed', 'fixed_victims'))):
-        b.bar([i + (j - 0.5) * 0.4 for i in x], [r[key] for r in res.rows], 0.4, color=arm_color(arm), label=arm)
+        label_bars(b, b.bar([i + (j - 0.5) * 0.4 for i in x], [r[key] for r in res.rows], 0.4, color=arm_color(arm), label=arm))
     b.plot([i - 0.2 for i in x], [r['drafts_changed'] for r in res.rows], 'kx', label='legacy: drafts changed')
-    b.set_xticks(list(x), labels); b.set_title(f"requests whose KV another request overwrote (of {res.rows[0]['requests']})")
+    b.set_xticks(list(x), labels); b.set_title(f"requests overwritten (of {res.rows[0]['requests']})", fontsize=9)
     legend_outside(fig)
     show(fig, alt="Left: the legacy run's KV writes past each request's allocation, by the kind of block they land in. "
                   "Right: requests whose KV another request overwrote, legacy vs fixed, and the requests whose drafts changed.")
