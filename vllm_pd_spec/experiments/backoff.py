@@ -6,11 +6,11 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.htm
 
 # %% auto #0
 __all__ = ['LEGACY_0271', 'FIXES_0290', 'ARMS', 'ARM_0290', 'TOL', 'MODELS', 'KS', 'NUM_SEEDS', 'PROMPT_LEN', 'MAX_TOKENS',
-           'TEMPERATURE', 'DEFAULT', 'QUICK', 'FULL', 'SWEEP_RUN', 'SEED_FIGURE', 'NOTES', 'Arm', 'use_backoff',
-           'StepLog', 'Continuation', 'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census', 'predicted',
-           'num_matched', 'serve_arm', 'serve', 'taint', 'acceptance', 'prompt_set', 'run_setting', 'sweep_config',
-           'sweep_setup', 'run', 'arms_table', 'plot_heat', 'plot_acceptance', 't975', 'mean_ci', 'paired', 'summarize',
-           'setting', 'plot_sweep', 'plot_by_step', 'sweep_table', 'save_run', 'load_run']
+           'TEMPERATURE', 'DEFAULT', 'QUICK', 'VARIANTS', 'FULL', 'SWEEP_RUN', 'SEED_FIGURE', 'NOTES', 'Arm',
+           'use_backoff', 'StepLog', 'Continuation', 'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census',
+           'predicted', 'num_matched', 'serve_arm', 'serve', 'taint', 'acceptance', 'prompt_set', 'run_setting',
+           'sweep_config', 'sweep_setup', 'run', 'arms_table', 'plot_heat', 'plot_acceptance', 't975', 'mean_ci',
+           'paired', 'summarize', 'setting', 'plot_sweep', 'plot_by_step', 'sweep_table', 'save_run', 'load_run']
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #9f5d71ce
 # Over 400 lines: the arms, the census and the sweep of one experiment; each function is short.
@@ -321,7 +321,8 @@ MODELS, KS, NUM_SEEDS = ('text-attn', 'text-hybrid'), (2, 3, 4), 3
 PROMPT_LEN, MAX_TOKENS, TEMPERATURE = 256, 128, 1.0
 DEFAULT = dict(model='text-attn', k=3, num_prompts=6, temperature=0.0, seed=0)  # `reproduce --fix 2`: about 10 s on 2 cores
 QUICK = dict(num_prompts=4)
-FULL = dict(models=MODELS, ks=KS, temperatures=(0.0, TEMPERATURE), seeds=tuple(range(NUM_SEEDS)), num_prompts=16)  # 16 per seed; the run's time is saved with it
+VARIANTS = ('text-attn-convmtp',)  # text-attn with the conv MTP (ours, shaped like Inkling's multi-depth MTP)
+FULL = dict(models=MODELS + VARIANTS, ks=KS, temperatures=(0.0, TEMPERATURE), seeds=tuple(range(NUM_SEEDS)), num_prompts=16)  # 16 per seed; the run's time is saved with it
 SWEEP_RUN = 'runs/fix2_greedy.json'  # the saved sweep the pages read (relative to nbs/): `run(full=True, temperatures=(0.0,))`
 
 def prompt_set(model_name:str, # the text model the prompts are for (its tokenizer encodes them)
@@ -639,7 +640,7 @@ def sweep_table(summary:list, # `summarize(...)`
             cells.append(f'{r["mean_acceptance_length"]:.3f} ± {r["ci"]:.3f}{delta}')
             cells.append(f'{r["tainted_entries"]} in {r["requests_tainted"]} req. ({r["stale_reprefill_entries"]} stale re-prefill; invariant '
                          + ('holds' if r['invariant'] else 'fails') + ')' + ('' if r['census_equals_contract'] else ' (≠ contract)'))
-        out.append(f'| {a + " (ours)" if s[ks[0], a]["ours"] else a} ({s[ks[0], a]["label"]}) | ' + ' | '.join(cells) + ' |')
+        out.append(f'| {a} ({s[ks[0], a]["label"]}) | ' + ' | '.join(cells) + ' |')  # an arm of ours says so in its label
     return '\n'.join(out)
 
 def save_run(res:ExperimentResult, path:str|Path)->Path:
