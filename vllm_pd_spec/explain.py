@@ -243,17 +243,18 @@ def beyond_numbers(d:dict, spec, model, legacy:bool)->dict:
 
 # %% ../nbs/08_explain.ipynb #e03b0fc7
 def _taint(d:dict, spec, model)->dict|None:
-    "Fix 2's census, predicted per arm: the drafter entries D keeps that embed P's guesses (worst case: P's first guess wrong)."
+    "Fix 2's census, predicted per arm: the drafter entries D keeps that embed P's guesses or another request's slot rows (worst case: P's first guess wrong)."
     m = backoff.drafter_modules(spec)
     if d['role'] != 'pd' or not m: return None
     n, mamba, L = d['prompt_len'], model.has_mamba, lookahead.num_prefill_lookahead_tokens(spec)
     b, w = backoff.prefill_backoff(mamba, L), max(1, L)
     arms = {'legacy (0.27.1)': (backoff.legacy_prefill_backoff(mamba, L), 0), 'backoff (0.33.0)': (b, 0),
             'handoff (upstream prototype)': (0, w), 'backoff+handoff (ours)': (b, w)}
-    out = {}
+    out, rows = {}, backoff.reprefill_rows(spec)
     for name, (bb, win) in arms.items():
-        ranges = backoff.draft_tainted_positions(n, m, bb, win) if m <= 8 else None  # per module only for a few modules
-        out[name] = dict(backoff=bb, handoff_window=win, entries=backoff.tainted_entries(n, m, bb, win),
+        s = backoff.stale_reprefill_tokens(n, rows, bb, win)  # D's first step re-prefilling another request's slot rows
+        ranges = backoff.draft_tainted_positions(n, m, bb, win, stale_reprefill=s) if m <= 8 else None  # per module only for a few
+        out[name] = dict(backoff=bb, handoff_window=win, stale_reprefill=s, entries=backoff.tainted_entries(n, m, bb, win, stale_reprefill=s),
                          first_position=[r.start if len(r) else None for r in ranges] if ranges else None)
     return dict(modules=m, worst_case="P's first held-back guess wrong", arms=out)
 
@@ -516,12 +517,14 @@ def _release_taint(r:dict, states:dict, d:dict, spec, model)->dict|None:
     m, n, mamba = r['taint']['modules'], d['prompt_len'], model.has_mamba
     L, b_fix = lookahead.num_prefill_lookahead_tokens(spec), r['fixed']['prefill_backoff']
     b_rel = states['prefill_backoff'][2] if states['prefill_backoff'][2] is not None else b_fix
-    w = max(1, L)
-    try: recompute = None if mamba or not L else backoff.tainted_entries(n, m, b_fix, 0, remote_backoff=b_fix + L)
+    w, rows = max(1, L), backoff.reprefill_rows(spec)
+    def entries(b:int, win:int=0, **kw)->int:  # P's guesses and D's first-step re-prefill from another request's slot rows
+        return backoff.tainted_entries(n, m, b, win, stale_reprefill=backoff.stale_reprefill_tokens(n, rows, b, win, **kw), **kw)
+    try: recompute = None if mamba or not L else entries(b_fix, remote_backoff=b_fix + L)
     except ValueError: recompute = None   # a prompt too short for D to recompute L more tokens
-    return dict(modules=m, lookahead=L, as_deployed=dict(backoff=b_rel, entries=backoff.tainted_entries(n, m, b_rel, 0)),
-                fixed_backoff=dict(backoff=b_fix, entries=backoff.tainted_entries(n, m, b_fix, 0)),
-                handoff=dict(window=w, entries=backoff.tainted_entries(n, m, b_fix, w)),
+    return dict(modules=m, lookahead=L, as_deployed=dict(backoff=b_rel, entries=entries(b_rel)),
+                fixed_backoff=dict(backoff=b_fix, entries=entries(b_fix)),
+                handoff=dict(window=w, entries=entries(b_fix, w)),
                 d_recompute=None if recompute is None else dict(extra_tokens=L, entries=recompute))
 
 def _model_from(vllm:dict, model_config:dict|None)->dict|None:
@@ -635,7 +638,7 @@ def format_deployment(r:dict # `explain_deployment(...)`'s result
     if t:
         lines.append('')
         f2 = page('nbs/02_prefill_backoff.ipynb')['title']
-        text = (f"Drafter KV that D keeps from P's guesses ({f2}; worst case, P's first held-back guess wrong): "
+        text = (f"Drafter KV that D keeps from P's guesses or another request's slot rows ({f2}; worst case, P's first held-back guess wrong): "
                 f"{_n(t['as_deployed']['entries'], 'entry', 'entries')} as deployed (backoff {t['as_deployed']['backoff']})")
         if t['fixed_backoff']['backoff'] != t['as_deployed']['backoff']:
             text += f", {t['fixed_backoff']['entries']} with the fixed backoff ({t['fixed_backoff']['backoff']})"
