@@ -131,7 +131,8 @@ def engine_process(role:str, # 'prefill' or 'decode'
     conn.send(('report', dict(role=role, free_blocks=scheduler.kv_cache_manager.get_num_free_blocks(),
                               num_blocks=scheduler.kv_cache_config.num_blocks, in_use=transport.in_use(),
                               stats=dict(transport.stats), recomputed=scheduler.num_recomputed_loads,
-                              failures=engine.worker.failures, spec=dict(vars(scheduler.spec_decoding_stats)))))
+                              failures=engine.worker.failures, spec=dict(vars(scheduler.spec_decoding_stats)),
+                              spec_drafted=dict(vars(scheduler.spec_decoding_stats_drafted)))))
     conn.close()
     os._exit(0)  # skip interpreter teardown: UCX may assert while tearing down a connection to a dead peer
 
