@@ -62,6 +62,25 @@ def _meta_for(self:DraftGroupRunner, req, positions:list, causal:bool=True)->tup
     slots = [table[p // self.bs] * self.bs + p % self.bs for p in positions]
     return long(positions), ForwardMeta(long([0, len(positions)]), long([seq_len]), long([table]), long(slots), causal=causal)
 
+# %% ../../nbs/16_engine_kv_groups.ipynb #e2eca4f3
+@patch
+def _meta_rows(self:DraftGroupRunner, reqs:list, positions:list, causal:bool=True)->tuple:
+    "`(flat positions, meta)` of a batched drafter forward, each row addressed through its request's blocks in the drafter's group."
+    long = lambda x: torch.tensor(x, dtype=torch.long, device=self.device)
+    seq_lens = [p[-1] + 1 for p in positions]
+    width = cdiv(max(seq_lens), self.bs)
+    tables = [(list(r.block_ids[self.draft_group]) + [0] * width)[:width] for r in reqs]
+    slots = [t[q // self.bs] * self.bs + q % self.bs for t, p in zip(tables, positions) for q in p]
+    starts = [0]
+    for p in positions: starts.append(starts[-1] + len(p))
+    return long([q for p in positions for q in p]), ForwardMeta(long(starts), long(seq_lens), long(tables), long(slots), causal=causal)
+
+@patch
+def _check_rows(self:DraftGroupRunner, reqs:list, positions:list):
+    "Report each row's drafter writes to the slot checker, in the drafter's group."
+    if self.slot_checker is None: return
+    for req, p in zip(reqs, positions): self.slot_checker.check_write(req.req_id, self.draft_group, p, self.method)
+
 # %% ../../nbs/16_engine_kv_groups.ipynb #0d5f7d71
 def engine_with(vllm_config:VllmConfig, # the engine's config
                 model, # the weights
