@@ -189,7 +189,7 @@ def check_request(self:LLMEngine, request:Request):
     rid = request.request_id
     if not (isinstance(rid, str) and rid): raise TypeError(f'request_id={rid!r:.80} is invalid: must be a non-empty str')
     _field(rid not in self.scheduler.requests, request, 'request_id', rid, 'unique among the requests in flight')
-    _field(rid not in self.scheduler.finished_req_ids, request, 'request_id', rid,  # its state is freed with the next step
+    _field(self.scheduler.connector is None or rid not in self.scheduler.finished_req_ids, request, 'request_id', rid,  # freed next step
            'not the id of a request that finished in the last step (its per-request state is freed in the next one)')
     ids, sched = request.prompt_token_ids, self.scheduler
     _field(len(ids) > 0, request, 'prompt_token_ids', ids, 'a non-empty list of token ids')
