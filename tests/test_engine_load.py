@@ -171,3 +171,20 @@ def test_forged_notices_bounded_and_abort_before_read_releases_p():
     for _ in range(4): pd.D.step(); pd.P.step()
     assert not pd.P.scheduler.requests and not pd.D.scheduler.requests and not any(pd.transport.in_use().values())
     assert pd.transport.stats['fault_aborted'] == 1
+
+def test_generate_twice_gives_the_same_output():
+    "Each `generate` call takes fresh request ids: the second call's output is the first's, on a pair and on one engine."
+    pair, prompt = PDPair(), [1, 2, 3, 4, 5]
+    first = pair.generate([prompt], max_tokens=4)
+    assert pair.generate([prompt], max_tokens=4) == first and pair.generate([[9, 9, 9], prompt], max_tokens=4)[1] == first[0]
+    eng = LLMEngine(make_config(None, 3))
+    assert eng.generate([prompt], max_tokens=4) == eng.generate([prompt], max_tokens=4) == first
+
+def test_an_id_whose_state_is_still_being_freed_is_refused():
+    "An id that finished in the last step is refused until the next step has freed its state (else the cleanup hits the new request)."
+    pair, prompt = PDPair(), [1, 2, 3, 4, 5]
+    pair.generate([prompt], max_tokens=4)
+    assert 'req-0' in pair.D.scheduler.finished_req_ids
+    with pytest.raises(ValueError, match='request_id'): pair.D.add_request(Request('req-0', prompt, max_tokens=4))
+    pair.D.step()
+    pair.D.add_request(Request('req-0', prompt, max_tokens=4)); pair.D.abort_request('req-0')

@@ -296,3 +296,19 @@ def test_any_msgpack_value_decodes_or_raises_wire_error(value):
         for decode in (lambda r: decode_pub(r, 1 << 20), decode_metadata):
             try: decode(raw)
             except WireError: pass
+
+def test_a_prefix_cache_hit_on_a_block_changed_after_it_was_computed_fails_the_check():
+    "P's checksum of a full block is the one recorded with its hash: a later publication of the changed block (a hit) fails D's check."
+    t = LocalTransport(faults={'a': 'corrupt'})
+    (pk, groups), (dk, _) = caches('numpy', seed=1), caches('numpy', seed=2)
+    t.register_kv_caches('P', pk, groups); t.register_kv_caches('D', dk, groups)
+    read = lambda rid: t.read_blocks('D', rid, ([5, 6], [7]), 'P', rid, ([1, 2], [3]))
+    t.send_blocks('P', 'a', ([1, 2], [3]), block_hashes=('h1', 'h2'))  # computed, checksummed, then block 1 changes on P
+    assert not t.verify(read('a'))
+    t.send_blocks('P', 'b', ([1, 2], [3]), block_hashes=('h1', 'h2'))  # a hit on the same blocks before P heard of 'a'
+    rec = read('b')
+    assert not t.verify(rec) and rec.src_digests[('layers.0.0', 5)] != rec.dst_digests[('layers.0.0', 5)]
+    t.send_blocks('P', 'c', ([1, 2], [3]), block_hashes=('h5', 'h2'))  # block 1 recomputed for other tokens: a new checksum
+    assert t.verify(read('c'))
+    t.send_blocks('P', 'd', ([1, 2], [3]))  # no hashes (partial blocks, no prefix caching): checksummed at publication
+    assert t.verify(read('d')) and len(t.block_digests) == 2 * 3 + 1  # one record per (cache, block id) with a hash

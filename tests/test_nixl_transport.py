@@ -246,3 +246,15 @@ def test_nixl_checksum_failure_is_reported_to_p():
     corrupt = set()
     assert _wait(lambda: corrupt.update(P.get_corrupt('p-t')) or corrupt == {'r'}, P, D) and not P.published
     P.close(); D.close()
+
+def test_in_process_prefix_cache_hit_on_a_changed_block_is_caught():
+    "A full block's checksum is the one P recorded with its hash: a later publication of the changed block (a hit) fails D's check."
+    P, D, pc, dc = _pair()
+    P.faults['a'] = 'corrupt'
+    P.send_blocks('p-t', 'a', ([1, 2], [1, 2]), block_hashes=('h1', 'h2'))  # checksummed, then block 1 changes on P
+    assert _read(P, D, 'a').error == 'checksum'
+    P.send_blocks('p-t', 'b', ([1, 2], [1, 2]), block_hashes=('h1', 'h2'))  # a hit on the same blocks
+    assert _read(P, D, 'b').error == 'checksum' and D.stats['fault_checksum'] == 2
+    P.send_blocks('p-t', 'c', ([1, 2], [1, 2]), block_hashes=('h5', 'h2'))  # block 1 recomputed for other tokens
+    assert D.verify(_read(P, D, 'c'))
+    P.close(); D.close()

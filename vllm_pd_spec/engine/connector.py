@@ -33,6 +33,7 @@ class PDConnectorMetadata:
     "What the worker side does this step."
     reqs_to_recv:dict=field(default_factory=dict) # D: request id -> ReqMeta to read
     reqs_to_send:dict=field(default_factory=dict) # P: request id -> block ids per group, now readable
+    send_block_hashes:dict=field(default_factory=dict) # P: request id -> the block hash of each fully computed block position
 
 # %% ../../nbs/13_engine_connector.ipynb #8052343a
 class PDConnectorScheduler:
@@ -48,6 +49,7 @@ class PDConnectorScheduler:
         self._has_mamba = kv_cache_config.has_mamba_layers
         self._reqs_need_recv: dict = {}
         self._reqs_need_send: dict = {}
+        self._send_block_hashes: dict = {}  # P: the content key of each sent block, for the checksum recorded with it
 
     def _prefill_backoff(self)->int:
         "Prompt tokens P leaves for D: the contract (fix 2 on) or the Mamba-only legacy."
@@ -111,7 +113,9 @@ def request_finished(self:PDConnectorScheduler, request:Request, block_ids:tuple
     n = cdiv(request.num_computed_tokens, self.block_size)
     computed = tuple(list(g[:n]) for g in block_ids)
     delay = any(computed)
-    if delay: self._reqs_need_send[request.request_id] = computed
+    if delay:
+        self._reqs_need_send[request.request_id] = computed
+        self._send_block_hashes[request.request_id] = tuple(request.block_hashes[:request.num_computed_tokens // self.block_size])
     return delay, dict(do_remote_prefill=True, do_remote_decode=False, remote_block_ids=computed,
                        remote_engine_id=self.engine_id, remote_request_id=request.request_id,
                        remote_num_tokens=request.num_computed_tokens)
@@ -119,6 +123,6 @@ def request_finished(self:PDConnectorScheduler, request:Request, block_ids:tuple
 @patch
 def build_connector_meta(self:PDConnectorScheduler, scheduler_output=None)->PDConnectorMetadata:
     "This step's work for the worker side; clears the pending lists."
-    meta = PDConnectorMetadata(self._reqs_need_recv, self._reqs_need_send)
-    self._reqs_need_recv, self._reqs_need_send = {}, {}
+    meta = PDConnectorMetadata(self._reqs_need_recv, self._reqs_need_send, self._send_block_hashes)
+    self._reqs_need_recv, self._reqs_need_send, self._send_block_hashes = {}, {}, {}
     return meta

@@ -8,7 +8,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/llm_engine.html.md"""
 __all__ = ['make_config', 'StepObserver', 'EngineDeadError', 'LLMEngine', 'peak_blocks_alone', 'PDPair']
 
 # %% ../../nbs/26_llm_engine.ipynb #c1c89e32
-import numbers, torch
+import itertools, numbers, torch
 from fastcore.basics import patch
 from ..contracts import slots
 from ..config import VllmConfig, SpeculativeConfig, SchedulerConfig, CacheConfig, Fixes, make_kv_transfer_params
@@ -101,6 +101,7 @@ class LLMEngine:
         self.dead: BaseException|None = None  # what killed the engine core (then every call raises `EngineDeadError`)
         self.lost: list = []  # the unfinished requests' ids when it died
         self.num_stranded: int = 0  # requests finished because they could not be admitted on an idle engine
+        self.request_counter = itertools.count()  # `generate`'s request ids, fresh on every call (upstream: `LLM.request_counter`)
 
     def add_request(self, request:Request):
         "Queue `request`; its tokens collect in `outputs[request_id]`."
@@ -149,7 +150,7 @@ class LLMEngine:
 
     def generate(self, prompts:list, max_tokens:int=8, max_steps:int=10_000)->list:
         "Run prompts (lists of token ids) to completion; their outputs, in order."
-        req_ids = [f'req-{i}' for i in range(len(prompts))]
+        req_ids = [f'req-{next(self.request_counter)}' for _ in prompts]  # never an id an earlier call used
         for req_id, prompt in zip(req_ids, prompts): self.add_request(Request(req_id, prompt, max_tokens=max_tokens))
         self.run(max_steps)
         return [self.outputs[req_id] for req_id in req_ids]
@@ -188,6 +189,8 @@ def check_request(self:LLMEngine, request:Request):
     rid = request.request_id
     if not (isinstance(rid, str) and rid): raise TypeError(f'request_id={rid!r:.80} is invalid: must be a non-empty str')
     _field(rid not in self.scheduler.requests, request, 'request_id', rid, 'unique among the requests in flight')
+    _field(self.scheduler.connector is None or rid not in self.scheduler.finished_req_ids, request, 'request_id', rid,  # freed next step
+           'not the id of a request that finished in the last step (its per-request state is freed in the next one)')
     ids, sched = request.prompt_token_ids, self.scheduler
     _field(len(ids) > 0, request, 'prompt_token_ids', ids, 'a non-empty list of token ids')
     bad = next((t for t in ids if not _int(t)), None)
@@ -245,6 +248,7 @@ class PDPair:
                 ):
         model = model or _default_model()
         self.transport = transport or LocalTransport()
+        self.request_counter = itertools.count()  # `generate`'s request ids, fresh on every call (upstream: `LLM.request_counter`)
         limits = {'prefill': scheduler_config, 'decode': decode_scheduler_config or scheduler_config}
         config = lambda role: make_config(method, k, role, fixes, block_size, model, scheduler_config=limits[role],
                                           cache_config=cache_config)
@@ -253,7 +257,7 @@ class PDPair:
 
     def generate(self, prompts:list, max_tokens:int=8, max_steps:int=10_000)->list:
         "The proxy: each prompt to P (one token), then with P's `kv_transfer_params` to D; D's outputs, in order."
-        req_ids = [f'req-{i}' for i in range(len(prompts))]
+        req_ids = [f'req-{next(self.request_counter)}' for _ in prompts]  # never an id an earlier call used
         for req_id, prompt in zip(req_ids, prompts): self.check_request(req_id, prompt, max_tokens)
         for req_id, prompt in zip(req_ids, prompts): self.P.add_request(self._prefill_request(req_id, prompt))
         sent = set()

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from fastcore.basics import patch
 import torch
-from .transport import KVTransport, TransferRecord, PDConnectorWorker, digest, _tensors, _pairing_error
+from .transport import KVTransport, TransferRecord, PDConnectorWorker, digest, recorded_digest, _tensors, _pairing_error
 os.environ.setdefault('NIXL_LOG_LEVEL', 'WARN')  # NIXL announces every agent at INFO; spawned engines inherit this
 
 # %% ../../nbs/19_nixl_transport.ipynb #6147a3b1
@@ -151,7 +151,8 @@ class NixlTransport(KVTransport):
         self.published, self.reads, self.pubs_in, self.notifs_out = {}, {}, {}, set()
         self._free_slots, self._reg = list(range(num_state_slots)), None
         self._claimed, self._released = {}, {}  # P: request id -> expiry of a notice before publication / after release
-        self._backlog = {}  # P: request id -> (block ids, states) waiting for a staging slot, oldest first
+        self._backlog = {}  # P: request id -> (block ids, states, block hashes) waiting for a staging slot, oldest first
+        self.block_digests = {}  # P: (cache, block id) -> (block hash, checksum when first published); one per block
         self.max_pending, self.corrupt_out = max_pending, set()  # P: requests D found corrupt, not yet reported
 
     def register_kv_caches(self, engine_id:str, kv_caches:dict, layer_groups:dict):
@@ -198,31 +199,33 @@ def _send(self:NixlTransport, msg:bytes):
         except Exception: self.stats['notif_to_dead_peer'] += 1
 
 @patch
-def send_blocks(self:NixlTransport, engine_id:str, request_id:str, block_ids:tuple, states:dict|None=None):
+def send_blocks(self:NixlTransport, engine_id:str, request_id:str, block_ids:tuple, states:dict|None=None,
+                block_hashes:tuple=(), # the hash of each fully computed block position: its checksum is the recorded one
+               ):
     "Publish a finished P request (or queue it while every staging slot is held); notify D."
     assert engine_id == self.engine_id
     self._poll()
     if self._claimed.pop(request_id, None) is not None:  # D gave up before P published: release at once, send nothing
         self.notifs_out.add(request_id); self.stats['released_on_publish'] += 1; return
-    self._backlog[request_id] = (block_ids, states)
+    self._backlog[request_id] = (block_ids, states, tuple(block_hashes or ()))
     self._drain()
 
 @patch
 def _drain(self:NixlTransport):
     "P: publish the waiting requests, oldest first, while staging slots are free (backpressure, never an error)."
     while self._backlog:
-        request_id, (block_ids, states) = next(iter(self._backlog.items()))
+        request_id, (block_ids, states, hashes) = next(iter(self._backlog.items()))
         if states and not self._free_slots: self.stats['publish_waits'] += 1; return
         del self._backlog[request_id]
-        self._publish(request_id, block_ids, states)
+        self._publish(request_id, block_ids, states, hashes)
 
 @patch
-def _publish(self:NixlTransport, request_id:str, block_ids:tuple, states:dict|None):
-    "P: checksums of every block and state, states staged, the publication sent."
+def _publish(self:NixlTransport, request_id:str, block_ids:tuple, states:dict|None, block_hashes:tuple=()):
+    "P: checksums of every block (a full block's as recorded when first published) and state, states staged, the publication sent."
     digests = {}
     for p, (n, t) in self.tensors.items():
-        for b in block_ids[self.groups[n]]:
-            if b: digests[(p, b)] = digest(t[b])
+        for i, b in enumerate(block_ids[self.groups[n]]):
+            if b: digests[(p, b)] = recorded_digest(self.block_digests, (p, b), t[b], block_hashes[i] if i < len(block_hashes) else None)
     slot, layout, sdig = None, [], ()
     if states:
         slot = self._free_slots.pop(0)
@@ -443,7 +446,8 @@ class NixlPair(KVTransport):
         for o in self.t.values():
             if o is not t: o.add_remote(t.metadata()); t.add_remote(o.metadata())
 
-    def send_blocks(self, engine_id, request_id, block_ids, states=None): self.t[engine_id].send_blocks(engine_id, request_id, block_ids, states)
+    def send_blocks(self, engine_id, request_id, block_ids, states=None, block_hashes=()):
+        self.t[engine_id].send_blocks(engine_id, request_id, block_ids, states, block_hashes)
     def get_notifs(self, engine_id:str)->set: return self.t[engine_id].get_notifs(engine_id)
     def get_corrupt(self, engine_id:str)->set: return self.t[engine_id].get_corrupt(engine_id)
     def fail_read(self, engine_id, request_id, remote_engine_id, remote_request_id, why):

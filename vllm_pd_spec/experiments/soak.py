@@ -36,10 +36,10 @@ class FaultyLocal(LocalTransport):
         super().__init__(**kw)
         self.inject, self.delay_polls, self.injected, self._polls = inject, delay_polls, Counter(), Counter()
 
-    def send_blocks(self, engine_id, request_id, block_ids, states=None):
+    def send_blocks(self, engine_id, request_id, block_ids, states=None, block_hashes=()):
         "Publish; `corrupt_p` is the transport's own injection: P's block changes after its checksum."
         if self.inject.get(request_id) == 'corrupt_p': self.faults[request_id] = 'corrupt'; self.injected['corrupt_p'] += 1
-        try: super().send_blocks(engine_id, request_id, block_ids, states)
+        try: super().send_blocks(engine_id, request_id, block_ids, states, block_hashes)
         finally: self.faults.pop(request_id, None)
 
     def read_blocks(self, engine_id, request_id, local_block_ids, remote_engine_id, remote_request_id, remote_block_ids):
