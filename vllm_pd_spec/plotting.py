@@ -65,7 +65,12 @@ def legend_outside(fig, # a figure from `figure`: its panels' labelled artists m
         for h, label in zip(*ax.get_legend_handles_labels()): handles.setdefault(label, h)
     if not handles: raise ValueError('legend_outside: no labelled artist (pass label=... when plotting)')
     ncols = len(handles) if where == 'bottom' else 1
-    return fig.legend(list(handles.values()), list(handles), loc=locs[where], ncols=ncols, frameon=False, **kwargs)
+    while True:  # a row too wide for the figure wraps: fewer columns until the legend fits
+        lg = fig.legend(list(handles.values()), list(handles), loc=locs[where], ncols=ncols, frameon=False, **kwargs)
+        if where != 'bottom' or ncols == 1: return lg
+        fig.canvas.draw()
+        if lg.get_window_extent(fig.canvas.get_renderer()).width <= fig.bbox.width: return lg
+        lg.remove(); ncols -= 1
 
 # %% ../nbs/45_plotting.ipynb #95dee677
 def label_bars(ax, # the panel the bars are on

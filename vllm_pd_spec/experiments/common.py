@@ -196,9 +196,12 @@ def bars(ax, # a matplotlib axis
          ylabel:str='', # axis label
         ):
     "Grouped bars: one group per label, one bar per series, each bar labelled with its value."
+    from vllm_pd_spec.plotting import ARM_COLORS  # the site's key
     w = 0.8 / len(series)
     for i, (name, ys) in enumerate(series.items()):
         xs = [j + (i - (len(series) - 1) / 2) * w for j in range(len(labels))]
-        ax.bar_label(ax.bar(xs, ys, w, label=name), fontsize=7)
+        color = ARM_COLORS.get(str(name).lower().replace(' ', ''))  # an arm in the site's key keeps its colour
+        ax.bar_label(ax.bar(xs, ys, w, label=name, color=color), fontsize=7)
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha='right', fontsize=8)
-    ax.set_title(title, fontsize=10); ax.set_ylabel(ylabel); ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10); ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.0, 1.0), frameon=False)  # beside the bars, never over them
