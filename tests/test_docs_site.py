@@ -135,6 +135,8 @@ def test_snake_case_headers_may_wrap():
     md = prep_docs.header_breaks('| legacy_victims | `a_b` |\n|---|---|\n| x_y | 1 |')
     assert md.split('\n') == ['| legacy_<wbr>victims | `a_b` |', '|---|---|', '| x_y | 1 |']
     assert prep_docs.dash_missing_html('<th>a_b</th><td>c_d</td>') == '<th>a_<wbr>b</th><td>c_d</td>'
+    # a link in a header keeps its target whole (a break inside it names a page that does not exist)
+    assert prep_docs.header_breaks('| [Fix 2](prefill_backoff.html) |\n|---|').split('\n')[0] == '| [Fix 2](prefill_backoff.html) |'
 
 def test_long_outputs_are_pretty_printed_or_wrapped():
     "A one-line setup dict becomes lines that fit the column; a long line that is no literal is marked to wrap."

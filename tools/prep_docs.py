@@ -218,10 +218,10 @@ def dash_missing(md):
     return '\n'.join(_MD_MISSING.sub(' — ', l) if l.lstrip().startswith('|') else l for l in md.split('\n'))
 
 _SEP_ROW = re.compile(r'^\s*\|?\s*:?-{3,}')
-_CODE_SPAN = re.compile(r'(`+).+?\1')
+_CODE_SPAN = re.compile(r'(`+).+?\1|\]\([^)]*\)')  # a code span, or a link's target: neither gets a break
 
 def _wbr(text):
-    "`text` with a break opportunity after each `_` outside code spans (snake_case headers wrap at their parts)."
+    "`text` with a break opportunity after each `_` outside code spans and link targets (snake_case headers wrap at their parts)."
     out, i = [], 0
     for m in _CODE_SPAN.finditer(text):
         out += [text[i:m.start()].replace('_', '_<wbr>'), m.group(0)]; i = m.end()
