@@ -104,7 +104,6 @@ def test_no_table_cell_reads_none(seen):
     bad = {p: s['none'] for p, s in seen.items() if s['none']}
     assert bad == {}, f'table cells reading "None" (page: count): {bad}'
 
-@pytest.mark.xfail(strict=False, reason='the fix pages\' "In short" boxes come with the pages\' content, merged separately')
 def test_every_fix_page_has_an_in_short_box(seen):
     assert len(FIX_PAGES) == 6
     assert [p for p in FIX_PAGES if not seen[p]['inShort']] == []

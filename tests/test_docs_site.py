@@ -157,8 +157,6 @@ def test_a_prose_line_starting_with_a_pr_number_is_no_heading():
     assert md.split('\n')[1] == '\\#12 is short' and '#3 in code' in md and md.endswith('# Title')
     assert prep_docs.hash_digit_lines("#54926 a\n```\n#1 b\n```\n# T\n#2 c") == ['#54926 a', '#2 c']
 
-@pytest.mark.xfail(strict=False, reason="the notebooks' prose is reworded with the pages' content, merged separately; "
-                                        'until then the site links such a line instead of making it a heading')
 def test_no_notebook_prose_line_starts_with_hash_and_digit():
     "A markdown line starting `#54926 ...` is a heading to Jupyter and to the site: the notebooks have none."
     found = {nb.name: lines for nb in NOTEBOOKS
