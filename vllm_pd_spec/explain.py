@@ -242,6 +242,10 @@ def beyond_numbers(d:dict, spec, model, legacy:bool)->dict:
     return out
 
 # %% ../nbs/08_explain.ipynb #e03b0fc7
+def _stale(n:int, spec, b:int, w:int=0, **kw)->int:
+    "Prompt positions D's first step re-prefills from another request's slot rows (fix 2's contract), at backoff `b`, hand-off `w`."
+    return backoff.stale_reprefill_tokens(n, backoff.reprefill_rows(spec), b, w, **kw)
+
 def _taint(d:dict, spec, model)->dict|None:
     "Fix 2's census, predicted per arm: the drafter entries D keeps that embed P's guesses or another request's slot rows (worst case: P's first guess wrong)."
     m = backoff.drafter_modules(spec)
@@ -250,9 +254,9 @@ def _taint(d:dict, spec, model)->dict|None:
     b, w = backoff.prefill_backoff(mamba, L), max(1, L)
     arms = {'legacy (0.27.1)': (backoff.legacy_prefill_backoff(mamba, L), 0), 'backoff (0.33.0)': (b, 0),
             'handoff (upstream prototype)': (0, w), 'backoff+handoff (ours)': (b, w)}
-    out, rows = {}, backoff.reprefill_rows(spec)
+    out = {}
     for name, (bb, win) in arms.items():
-        s = backoff.stale_reprefill_tokens(n, rows, bb, win)  # D's first step re-prefilling another request's slot rows
+        s = _stale(n, spec, bb, win)
         ranges = backoff.draft_tainted_positions(n, m, bb, win, stale_reprefill=s) if m <= 8 else None  # per module only for a few
         out[name] = dict(backoff=bb, handoff_window=win, stale_reprefill=s, entries=backoff.tainted_entries(n, m, bb, win, stale_reprefill=s),
                          first_position=[r.start if len(r) else None for r in ranges] if ranges else None)
@@ -517,9 +521,9 @@ def _release_taint(r:dict, states:dict, d:dict, spec, model)->dict|None:
     m, n, mamba = r['taint']['modules'], d['prompt_len'], model.has_mamba
     L, b_fix = lookahead.num_prefill_lookahead_tokens(spec), r['fixed']['prefill_backoff']
     b_rel = states['prefill_backoff'][2] if states['prefill_backoff'][2] is not None else b_fix
-    w, rows = max(1, L), backoff.reprefill_rows(spec)
+    w = max(1, L)
     def entries(b:int, win:int=0, **kw)->int:  # P's guesses and D's first-step re-prefill from another request's slot rows
-        return backoff.tainted_entries(n, m, b, win, stale_reprefill=backoff.stale_reprefill_tokens(n, rows, b, win, **kw), **kw)
+        return backoff.tainted_entries(n, m, b, win, stale_reprefill=_stale(n, spec, b, win, **kw), **kw)
     try: recompute = None if mamba or not L else entries(b_fix, remote_backoff=b_fix + L)
     except ValueError: recompute = None   # a prompt too short for D to recompute L more tokens
     return dict(modules=m, lookahead=L, as_deployed=dict(backoff=b_rel, entries=entries(b_rel)),

@@ -131,15 +131,14 @@ def direction_reproduced(r:ExperimentResult)->str:
     return 'yes' if (fx > lg) == (want == 'higher') else 'no: ours runs the other way'
 
 def invariant_verdict(r:ExperimentResult)->str:
-    "The fixed run's verdict on the fix's own invariant: fix 2's is its 0.33.0 arm's (no drafter entry on D derived from P's guesses), the others' the experiment's check."
-    arm = (getattr(r, 'arms', None) or {}).get('backoff') if r.fix == 2 else None
-    if arm is not None and 'invariant' in arm:
-        return 'yes' if arm['invariant'] else "no: drafter KV derived from P's guesses stays on D"
+    "The fixed run's verdict on the fix's own invariant: the fixed arm's, where a result judges it per arm (fix 2), else the experiment's check."
+    arm = next((a for a in (r.arms or {}).values() if a.get('label') == r.fixed_label and 'invariant' in a), None)
+    if arm is not None: return 'yes' if arm['invariant'] else "no: drafter KV derived from P's guesses stays on D"
     return 'yes' if r.invariant_holds else 'NO'
 
 def metric_figures(r:ExperimentResult)->str:
-    "The metric with its legacy and fixed figures, and for fix 2 the per-request paired difference with its 95% interval."
-    d = (r.per_setting[0].get('fixed_minus_legacy') if r.fix == 2 and getattr(r, 'per_setting', None) else None) or {}
+    "The metric with its legacy and fixed figures, and the headline setting's paired difference with its 95% interval where the result has one."
+    d = (r.per_setting[0].get('fixed_minus_legacy') if r.per_setting else None) or {}
     ci = f" (fixed − legacy {d['mean']:+.3f} ± {d['ci95']:.3f}, paired over {d['n']} requests)" if d else ''
     return f'{r.metric}: {_fmt(r.legacy)} → {_fmt(r.fixed)}{ci}'
 

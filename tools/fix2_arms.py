@@ -1,10 +1,10 @@
-"""Fix 2's arms on the conv MTP variant (ours, text-attn-convmtp) and on text-attn, whose target it shares (or on any models): greedy by default, every
+"""Fix 2's arms on any models, one process per setting (by default the conv MTP variant, ours, text-attn-convmtp, and text-attn, whose target it shares): greedy by default, every
 arm, k = 2, 3, 4, three disjoint sets of 16 held-out prompts (the full sweep's sets), 128 tokens each, float64 on CPU;
 vLLM's acceptance, acceptance by decode step, the census against the contract (a conv depth's state included). One
 process per setting, one thread each. Writes one JSON file: the rows, `summarize(rows)` and the time taken.
 
-    PYTHONPATH=. python3 tools/fix2_convmtp.py --out nbs/runs/fix2_convmtp.json            # 16 cores: a few minutes
-    PYTHONPATH=. python3 tools/fix2_convmtp.py --ks 2 --seeds 0 --num-prompts 1 --max-tokens 8 --out /tmp/fix2_convmtp_dry.json
+    PYTHONPATH=. python3 tools/fix2_arms.py --out nbs/runs/fix2_convmtp.json            # 16 cores: a few minutes
+    PYTHONPATH=. python3 tools/fix2_arms.py --ks 2 --seeds 0 --num-prompts 1 --max-tokens 8 --out /tmp/fix2_convmtp_dry.json
 """
 import argparse, json, multiprocessing, os, platform, time
 
