@@ -79,10 +79,24 @@ $(VENV)/.installed-lab: pyproject.toml $(VENV)/.installed
 lab: $(VENV)/.installed-lab
 	$(BIN)/jupyter lab --notebook-dir=nbs
 
-# On a CUDA machine: the GPU and slow notebook cells, and the GPU-marked tests.
+# On a CUDA machine: the GPU and slow notebook cells, and the GPU-marked tests. Offline, with a python that already holds
+# torch and triton: `make gpu-test GPU_PY=python3` installs nothing over the network; nbdev, execnb, ipython, fastcore and
+# their pure-Python needs come from the wheels in $(WHL) (tools/gpu_wheels.txt says how to fetch them), unpacked into
+# $(GPU_SITE). GPU_TEST_ARGS: more nbdev-test options (e.g. --n-workers 8, --skip-file-re).
+GPU_PY ?=
+WHL ?= .whl
+GPU_SITE ?= /tmp/vllm-pd-spec-gpu-site
+GPU_TEST_ARGS ?=
+ifeq ($(GPU_PY),)
 gpu-test: install-dev
-	$(BIN)/nbdev-test --flags "gpu slow"
+	$(BIN)/nbdev-test --flags "gpu slow" $(GPU_TEST_ARGS)
 	$(BIN)/python -m pytest tests/ -q -m "gpu or slow"
+else
+gpu-test:
+	$(GPU_PY) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $(GPU_SITE) $(WHL)/*.whl
+	PYTHONPATH=$(GPU_SITE):$(CURDIR) $(GPU_PY) $(GPU_SITE)/bin/nbdev-test --flags "gpu slow" $(GPU_TEST_ARGS)
+	PYTHONPATH=$(GPU_SITE):$(CURDIR) $(GPU_PY) -m pytest tests/ -q -m "gpu or slow" -p no:cacheprovider
+endif
 
 clean:
 	rm -rf _proc _site_src build *.egg-info

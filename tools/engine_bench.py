@@ -1,84 +1,94 @@
-"""The engine's decode step on one device: the batched drafter against the per-request path, in the same run.
+"""The engine's decode step on one device: the per-request path, the batched step eager, and the batched step in CUDA graphs, in the same run.
 
     PYTHONPATH=. python3 tools/engine_bench.py                    # on a GPU: writes nbs/runs/engine_bench.json
     PYTHONPATH=. python3 tools/engine_bench.py --device cpu --dry-run --out /tmp/engine_bench_dry.json
 
 Standalone engine, MTP with k = 3, greedy. Per model (text-attn, text-hybrid), dtype (float32, bfloat16), batch (1, 16,
-64 requests in flight, each a 64-token held-out prompt) and drafter path (`ModelRunner.batched_drafter` True: one drafter
-pass per engine step and, on CUDA, the attention that reads every row at once; False: one pass per request and the
-attention's loop over rows, the path before), after a warm-up run: one timed run (step time, TPOT, output tokens/s,
-drafter forwards per step) and a profiled window of decode steps on a fresh run (kernel launches per step, GPU busy
-share, from torch.profiler). The two paths' outputs are compared (equal tokens expected in float32; bfloat16 may
-differ where two logits tie after rounding). Uses `tools/fix2_gpu.py`'s timer, profiler and stand-ins. Writes one JSON
-file after every row, so a run cut short keeps what it measured.
+64 requests in flight, each a 64-token held-out prompt) and path:
+* `per-request`: one drafter pass per request and the attention's loop over rows (`ModelRunner.batched_drafter` False,
+  `PAGED_ATTENTION = 'rows'`), the path before batching;
+* `batched`: one drafter pass per engine step over every row and, on CUDA, the attention that reads every row at once;
+  decode steps eager (CUDA graphs off);
+* `graphs`: the same with the decode step replayed from captured CUDA graphs (where the engine has them and the device
+  is CUDA).
+After a warm-up run on other prompts: one timed run (step time, decode-step time, TPOT, output tokens/s, drafter forwards
+per step) and a profiled window of decode steps on a fresh engine (kernel launches per step outside graph replays, graph
+replays, GPU busy share; torch.profiler). Outputs are compared with the batched path's (equal tokens expected in float32;
+bfloat16 may differ where two logits tie after rounding). The per-request path, the slow one, runs fewer tokens
+(`--slow-max-tokens`): its step time does not depend on them. Writes one JSON file after every row, so a run cut short
+keeps what it measured. Timing and profiling: `tools/gpu_profile.py`.
 """
-import argparse, importlib.util, json, platform, statistics, sys, time
+import argparse, importlib.util, json, platform, sys, time
 from pathlib import Path
 import torch
 
-_spec = importlib.util.spec_from_file_location('fix2_gpu', Path(__file__).with_name('fix2_gpu.py'))
-F = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(F)
+_spec = importlib.util.spec_from_file_location('gpu_profile', Path(__file__).with_name('gpu_profile.py'))
+G = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(G)
 
-def prompts_for(model:str, n:int, prompt_len:int, standins:bool)->list:
-    "`n` prompts of `prompt_len` tokens cut from the tool's pool of 32 held-out prompts of 256 tokens."
-    pool = F.prompt_pool(model, standins)
-    cut = [p[i:i + prompt_len] for p in pool for i in range(0, len(p) - prompt_len + 1, prompt_len)]
+PATHS = ('batched', 'graphs', 'per-request')
+
+def graph_switch():
+    "`(owner, attribute)` of the engine's CUDA-graph switch, or None where the engine has none."
+    from vllm_pd_spec.engine.runner import ModelRunner
+    for name in ('cuda_graphs', 'use_cuda_graphs', 'cudagraphs', 'use_cudagraphs', 'enforce_eager'):
+        if hasattr(ModelRunner, name): return ModelRunner, name
+    return None
+
+def set_path(path:str):
+    "Select a path for the engines built next (class-level switches; this tool's only)."
+    from vllm_pd_spec.engine.runner import ModelRunner
+    from vllm_pd_spec.model import model as M
+    ModelRunner.batched_drafter, M.PAGED_ATTENTION = path != 'per-request', (None if path != 'per-request' else 'rows')
+    sw = graph_switch()
+    if sw is not None:
+        owner, name = sw
+        setattr(owner, name, (path == 'graphs') != (name == 'enforce_eager'))
+
+def prompts_for(model:str, n:int, prompt_len:int)->list:
+    "`n` prompts of `prompt_len` tokens cut from 32 held-out prompts of 256 tokens."
+    from vllm_pd_spec.model.drafters import model_prompts
+    cut = [p[i:i + prompt_len] for p in model_prompts(model, 32, 256) for i in range(0, 256 - prompt_len + 1, prompt_len)]
     if len(cut) < n: sys.exit(f'{n} prompts of {prompt_len} tokens: the pool gives {len(cut)}')
     return cut[:n]
 
-def bench_row(model, batched:bool, prompts, warm, k, max_tokens, device, profile_window)->dict:
+def bench_row(model, path:str, prompts, warm, k, max_tokens, device, profile_window)->dict:
     "One path at one batch size: timings, drafter forwards per step, and a profiled window."
-    from vllm_pd_spec.engine.runner import ModelRunner
-    from vllm_pd_spec.experiments.backoff import ARMS
-    from vllm_pd_spec.model import model as M
-    ModelRunner.batched_drafter, M.PAGED_ATTENTION = batched, (None if batched else 'rows')  # the baseline: the path before batching
-    arm = ARMS['standalone']
-    engine, _ = F.build(arm, model, k, len(warm), len(warm[0]), max_tokens, device, F.SamplingParams())
-    engine.generate(warm, max_tokens=max_tokens)
-    engine, _ = F.build(arm, model, k, len(prompts), len(prompts[0]), max_tokens, device, F.SamplingParams())
-    calls = []  # the runner's own copy of the weights (it copies the caller's when their device or dtype differ)
-    hook = engine.runner.model.mtp.register_forward_pre_hook(lambda *_: calls.append(1))
-    per_step, run_step = [], engine.step
-    def counted():
-        n = len(calls); out = run_step(); per_step.append(len(calls) - n); return out
-    engine.step = counted
-    timer = F.StepTimer(engine, device)
+    set_path(path)
+    G.build(model, k, len(warm), len(warm[0]), max_tokens, device).generate(warm, max_tokens=max_tokens)  # warm-up (and graph capture)
+    engine = G.build(model, k, len(prompts), len(prompts[0]), max_tokens, device)
+    calls, per_step = [], []
+    hook = engine.runner.model.mtp.register_forward_pre_hook(lambda *_: calls.append(1))  # the runner's copy of the weights
+    execute = engine.runner.execute_model
+    def counted(scheduler_output):
+        n = len(calls); out = execute(scheduler_output); per_step.append(len(calls) - n); return out
+    engine.runner.execute_model = counted
+    timer = G.StepTimer(engine, device)
     try: outputs = engine.generate(prompts, max_tokens=max_tokens)
     finally: hook.remove()
-    first, dur, toks = {}, {}, {}
-    for i, (s, got) in enumerate(timer.steps):
-        for rid, n in got.items():
-            if rid not in first: first[rid], toks[rid], dur[rid] = i, n - 1, 0.0
-            else: toks[rid] += n; dur[rid] += s
-    tpot = [dur[r] / toks[r] for r in first if toks[r] > 0]
-    steps = [s for s, _ in timer.steps]
-    decode = [s for (s, got), f in zip(timer.steps, per_step) if len(got) == len(prompts)]  # steps where every request decodes
-    n_out = sum(len(o) for o in outputs)
-    engine2, decoder2 = F.build(arm, model, k, len(prompts), len(prompts[0]), max_tokens, device, F.SamplingParams())
-    try: bound = F.profile_steps(decoder2, next(F._stepper_standalone(engine2, prompts, max_tokens)), profile_window, device)
-    except StopIteration: bound = dict(profiled_steps=0, note='the run ended before the profiled window')
+    engine2 = G.build(model, k, len(prompts), len(prompts[0]), max_tokens, device)
+    try: bound = G.profile_steps(engine2.step, profile_window, device) if G.decoding(engine2, prompts, max_tokens) else \
+                 dict(profiled_steps=0, note='the run ended before the profiled window')
     except Exception as e: bound = dict(profiled_steps=0, note=f'the profiler failed: {type(e).__name__}: {e}')
-    return dict(batched_drafter=batched, attention='default' if batched else 'rows', batch=len(prompts), k=k, output_tokens=n_out, steps=len(steps),
-                step_ms_median=1e3 * statistics.median(steps), decode_step_ms_median=1e3 * statistics.median(decode) if decode else None,
-                tpot_ms_median=1e3 * statistics.median(tpot) if tpot else None, output_tokens_per_s=n_out / max(sum(steps), 1e-9),
-                drafter_forwards_per_step_max=max(per_step), execute_share=sum(timer.execute_s) / max(sum(steps), 1e-9), **bound,
-                outputs=outputs)
+    return dict(path=path, batched_drafter=path != 'per-request', attention='rows' if path == 'per-request' else 'default',
+                cuda_graphs=path == 'graphs', batch=len(prompts), k=k, max_tokens=max_tokens, output_tokens=sum(len(o) for o in outputs),
+                **timer.summary(len(prompts)), drafter_forwards_per_step_max=max(per_step, default=0), **bound, outputs=outputs)
 
 def check_paths(device:str, n:int=8, max_tokens:int=12)->dict:
-    "Float64 on `device`, text-hybrid, per method: the batched drafter with the default attention against the per-request path with the row loop."
-    from vllm_pd_spec.engine.runner import ModelRunner
-    from vllm_pd_spec.model import model as M
+    "Float64 on `device`, text-hybrid, per method: every path's tokens and acceptance equal the per-request path's."
+    from vllm_pd_spec.config import SchedulerConfig
     from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
-    m, prompts, got = F.load_model('text-hybrid', torch.float64, device=device), prompts_for('text-hybrid', n, 32, False), {}
+    from vllm_pd_spec.model.drafters import load_model
+    m, prompts, got = load_model('text-hybrid', torch.float64, device=device), prompts_for('text-hybrid', n, 32), {}
+    paths = [p for p in PATHS if p != 'graphs' or (graph_switch() and device.startswith('cuda'))]
     for method in ('mtp', 'eagle', 'dflash'):
-        outs = []
-        for batched, backend in ((True, None), (False, 'rows')):
-            ModelRunner.batched_drafter, M.PAGED_ATTENTION = batched, backend
-            eng = LLMEngine(make_config(method, 3, model=m, scheduler_config=F.SchedulerConfig(max_num_batched_tokens=64)), m,
+        outs = {}
+        for path in paths:
+            set_path(path)
+            eng = LLMEngine(make_config(method, 3, model=m, scheduler_config=SchedulerConfig(max_num_batched_tokens=64)), m,
                             device=device, dtype=torch.float64)
-            with torch.no_grad(): outs.append((eng.generate(prompts, max_tokens=max_tokens), eng.spec_stats.num_accepted_tokens_per_pos))
-        got[method] = outs[0] == outs[1]
-    ModelRunner.batched_drafter, M.PAGED_ATTENTION = True, None
+            with torch.no_grad(): outs[path] = (eng.generate(prompts, max_tokens=max_tokens), eng.spec_stats.num_accepted_tokens_per_pos)
+        got[method] = {p: outs[p] == outs['per-request'] for p in paths if p != 'per-request'}
+    set_path('batched')
     return got
 
 def main(argv=None):
@@ -88,42 +98,46 @@ def main(argv=None):
     ap.add_argument('--models', default='text-attn,text-hybrid')
     ap.add_argument('--dtypes', default='float32,bfloat16')
     ap.add_argument('--batches', default='1,16,64')
+    ap.add_argument('--paths', default=','.join(PATHS))
     ap.add_argument('--k', type=int, default=3)
     ap.add_argument('--prompt-len', type=int, default=64)
     ap.add_argument('--max-tokens', type=int, default=32)
+    ap.add_argument('--slow-max-tokens', type=int, default=12, help='max tokens of the per-request path')
     ap.add_argument('--profile-steps', type=int, default=4)
     ap.add_argument('--budget-s', type=float, default=330, help='stop starting new rows after this many seconds')
     ap.add_argument('--dry-run', action='store_true', help='tiny: text-attn, float32, batch 1 and 2, 16-token prompts, 6 tokens')
-    ap.add_argument('--standins', action='store_true')
     a = ap.parse_args(argv)
     if a.device.startswith('cuda') and not torch.cuda.is_available(): sys.exit('--device cuda: torch sees no CUDA device')
-    if a.dry_run: a.models, a.dtypes, a.batches, a.prompt_len, a.max_tokens, a.profile_steps = 'text-attn', 'float32', '1,2', 16, 6, 2
-    standins = F.use_standins(a.standins)
-    F._engine_imports()
+    if a.dry_run: a.models, a.dtypes, a.batches, a.prompt_len, a.max_tokens, a.slow_max_tokens, a.profile_steps = 'text-attn', 'float32', '1,2', 16, 6, 6, 2
+    from vllm_pd_spec.model.drafters import load_model
     if not a.device.startswith('cuda'): torch.set_num_threads(1)
-    batches = [int(x) for x in a.batches.split(',')]
-    run = dict(device=torch.cuda.get_device_name() if a.device.startswith('cuda') else platform.processor() or 'cpu',
-               torch=torch.__version__, started=time.strftime('%Y-%m-%d %H:%M:%S'), standins=standins,
-               args=dict(vars(a), out=Path(a.out).name), complete=False, rows=[])
+    batches, cuda = [int(x) for x in a.batches.split(',')], a.device.startswith('cuda')
+    paths = [p for p in a.paths.split(',') if p != 'graphs' or (cuda and graph_switch())]
+    run = dict(device=torch.cuda.get_device_name() if cuda else platform.processor() or 'cpu', torch=torch.__version__,
+               started=time.strftime('%Y-%m-%d %H:%M:%S'), graph_switch='.'.join(x.__name__ if isinstance(x, type) else x for x in graph_switch() or ()) or None,
+               args=dict(vars(a), out=Path(a.out).name), paths=paths, complete=False, rows=[])
     out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     run['float64_paths_equal'] = check_paths(a.device, *((2, 4) if a.dry_run else ()))
-    print('float64, batched drafter + default attention == per-request + row loop:', run['float64_paths_equal'], flush=True)
-    pools = {name: prompts_for(name, 2 * max(batches), a.prompt_len, a.standins) for name in a.models.split(',')}
+    print('float64, equal tokens and acceptance to the per-request path:', run['float64_paths_equal'], flush=True)
+    pools = {name: prompts_for(name, 2 * max(batches), a.prompt_len) for name in a.models.split(',')}
     for dt in a.dtypes.split(','):  # float32 for both models first: a run cut short by the budget keeps those
         for name, pool in pools.items():
-            model = F.load_model(name, dict(float32=torch.float32, bfloat16=torch.bfloat16)[dt], device=a.device)
+            model = load_model(name, dict(float32=torch.float32, bfloat16=torch.bfloat16)[dt], device=a.device)
             for b in batches:
                 ref = None
-                for batched in (True, False):
+                for path in paths:
                     if time.perf_counter() - t_start > a.budget_s: run['stopped'] = f'budget of {a.budget_s} s spent'; break
-                    t0 = time.perf_counter()
-                    row = bench_row(model, batched, pool[:b], pool[b:2 * b], a.k, a.max_tokens, a.device, a.profile_steps)
+                    t0, n = time.perf_counter(), a.slow_max_tokens if path == 'per-request' else a.max_tokens
+                    row = bench_row(model, path, pool[:b], pool[b:b + min(b, 2)] if path == 'per-request' else pool[b:2 * b],
+                                    a.k, n, a.device, a.profile_steps)
                     outs = row.pop('outputs'); ref = outs if ref is None else ref
-                    row.update(model=name, dtype=dt, same_outputs_as_batched=outs == ref, wall_s=time.perf_counter() - t0)
+                    row.update(model=name, dtype=dt, same_outputs_as_batched=[o[:len(r)] for o, r in zip(ref, outs)] == [r[:len(o)] for o, r in zip(ref, outs)],
+                               wall_s=time.perf_counter() - t0)
                     run['rows'].append(row); out.write_text(json.dumps(run, indent=1))
                     print({x: (round(v, 4) if isinstance(v, float) else v) for x, v in row.items()}, flush=True)
-    run['complete'] = 'stopped' not in run
+    set_path('batched')
+    run['complete'], run['seconds'] = 'stopped' not in run, round(time.perf_counter() - t_start, 1)
     out.write_text(json.dumps(run, indent=1))
     print('wrote', out)
 

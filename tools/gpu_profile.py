@@ -1,0 +1,88 @@
+"""Timing and profiling of one engine's steps on one device: what `tools/engine_bench.py` measures with.
+
+* `StepTimer`: the wall time of each `engine.step()` (synchronised), the tokens each request got in it, and the time
+  in `schedule()` and `execute_model`;
+* `profile_steps`: over a window of steps, torch.profiler's GPU busy time, kernel launches outside CUDA-graph replays
+  (`cudaLaunchKernel` and its variants), graph replays (`cudaGraphLaunch`) and aten calls;
+* `build`: a standalone MTP engine sized for the prompts (greedy), and `decoding`: run it until every request decodes.
+
+Needs torch and the package (fastcore from a wheel where the machine lacks it); nothing from the other tools.
+"""
+import statistics, time
+import torch
+
+def sync(device):
+    "Wait for the device's queued work (a no-op on the CPU)."
+    if str(device).startswith('cuda'): torch.cuda.synchronize()
+
+class StepTimer:
+    "Wall time of each step of one engine (synchronised), the tokens each request got in it, and the time in `schedule()` and `execute_model`."
+    def __init__(self, engine, device):
+        self.device, self.steps, self.schedule_s, self.execute_s = device, [], [], []
+        step, schedule, execute = engine.step, engine.scheduler.schedule, engine.runner.execute_model
+        def timed(fn, into):
+            def call(*a):
+                sync(device); t = time.perf_counter(); out = fn(*a); sync(device); into.append(time.perf_counter() - t); return out
+            return call
+        durations = []
+        def timed_step():
+            outs = timed(step, durations)()
+            self.steps.append((durations[-1], {o.request_id: len(o.new_token_ids) for o in outs if o.new_token_ids}))
+            return outs
+        # the instance's methods are wrapped (this tool's instrumentation only): the engine is unchanged
+        engine.step, engine.scheduler.schedule, engine.runner.execute_model = timed_step, timed(schedule, self.schedule_s), timed(execute, self.execute_s)
+
+    def summary(self, n_requests:int)->dict:
+        "Step time, decode-step time (steps after every request's first token in which all of them got tokens), TPOT, tokens/s."
+        first, dur, toks = {}, {}, {}
+        for i, (s, got) in enumerate(self.steps):
+            for rid, n in got.items():
+                if rid not in first: first[rid], toks[rid], dur[rid] = i, n - 1, 0.0
+                else: toks[rid] += n; dur[rid] += s
+        tpot = [dur[r] / toks[r] for r in first if toks[r] > 0]
+        steps = [s for s, _ in self.steps]
+        start = max(first.values(), default=0)
+        decode = [s for i, (s, got) in enumerate(self.steps) if i > start and len(got) == n_requests]
+        n_out, total = sum(sum(got.values()) for _, got in self.steps), max(sum(steps), 1e-9)
+        return dict(steps=len(steps), step_ms_median=1e3 * statistics.median(steps),
+                    decode_steps=len(decode), decode_step_ms_median=1e3 * statistics.median(decode) if decode else None,
+                    tpot_ms_median=1e3 * statistics.median(tpot) if tpot else None, output_tokens_per_s=n_out / total,
+                    execute_share=sum(self.execute_s) / total, schedule_share=sum(self.schedule_s) / total)
+
+def profile_steps(engine_step, n_steps:int, device)->dict:
+    "GPU busy time, kernel launches outside graph replays, graph replays and aten calls over `n_steps` steps (torch.profiler), against their wall time."
+    from torch.profiler import profile, ProfilerActivity
+    cuda = str(device).startswith('cuda')
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    sync(device); t = time.perf_counter()
+    with profile(activities=acts) as prof:
+        for _ in range(n_steps): engine_step()
+        sync(device)
+    wall = time.perf_counter() - t
+    avg = prof.key_averages()
+    gpu_us = sum(getattr(e, 'self_device_time_total', 0) or getattr(e, 'self_cuda_time_total', 0) for e in avg
+                 if getattr(e, 'device_type', None) == torch.autograd.DeviceType.CUDA) if cuda else 0
+    count = lambda pred: sum(e.count for e in avg if pred(e.key))
+    return dict(profiled_steps=n_steps, profiled_wall_s=wall, gpu_busy_s=gpu_us / 1e6 if cuda else None,
+                gpu_busy_share=gpu_us / 1e6 / max(wall, 1e-9) if cuda else None,
+                kernel_launches_per_step=count(lambda k: 'LaunchKernel' in k) / n_steps if cuda else None,
+                graph_replays_per_step=count(lambda k: 'GraphLaunch' in k) / n_steps if cuda else None,
+                aten_calls_per_step=count(lambda k: k.startswith('aten::')) / n_steps)
+
+def build(model, k:int, n_prompts:int, prompt_len:int, max_tokens:int, device):
+    "A standalone MTP engine (greedy, fixed 0.33.0) with a block pool and batch budget sized for `n_prompts` prompts."
+    from vllm_pd_spec.config import SchedulerConfig, CacheConfig, cdiv
+    from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
+    sched = SchedulerConfig(max_num_batched_tokens=max(512, prompt_len * 2), max_num_seqs=n_prompts)
+    groups = 1 + any(kind == 'gdn' for kind in model.args.layer_kinds)
+    blocks = groups * n_prompts * (cdiv(prompt_len + max_tokens + 2 * k + 2, 16) + 1) + 2
+    return LLMEngine(make_config('mtp', k, model=model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=blocks)),
+                     model, device=device, dtype=next(model.parameters()).dtype)
+
+def decoding(engine, prompts:list, max_tokens:int)->bool:
+    "Add the prompts and step until every request has its first token; whether decode steps are left to profile."
+    from vllm_pd_spec.engine.request import Request
+    ids = [f'prof-{i}' for i in range(len(prompts))]
+    for rid, p in zip(ids, prompts): engine.add_request(Request(rid, p, max_tokens=max_tokens))
+    while engine.has_work() and any(not engine.outputs.get(rid) for rid in ids): engine.step()
+    return engine.has_work()
