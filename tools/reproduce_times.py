@@ -60,7 +60,7 @@ def main(argv=None):
               '; '.join(f'import vllm_pd_spec.experiments.{m}' for m in MODULES)}
     if a.device == 'cuda': probes['import torch, CUDA initialised'] = "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"
     for name, code in probes.items():
-        walls = [timed([sys.executable, '-c', code])[0] for _ in range(2)]
+        walls = [timed([sys.executable, '-c', code])[0] for _ in range(1)]
         run['startup'][name] = round(min(walls), 2)
     run['importtime_top'] = importtime('import vllm_pd_spec.experiments.reproduce; ' + '; '.join(f'import vllm_pd_spec.experiments.{m}' for m in MODULES))
     print('startup:', run['startup'], flush=True)
