@@ -209,15 +209,15 @@ def _reprefill_inputs(self:ModelRunner, req:CachedRequestState,
 
 # %% ../../nbs/25_runner.ipynb #7939e6d3
 @patch
-def _update_states(self:ModelRunner, so:SchedulerOutput):
+def _update_states(self:ModelRunner, scheduler_output:SchedulerOutput):
     "Drop finished/preempted requests, add new ones, refresh block ids and computed counts."
-    for req_id in sorted(so.finished_req_ids | so.preempted_req_ids):  # a fixed order: slots are reused last-freed first
+    for req_id in sorted(scheduler_output.finished_req_ids | scheduler_output.preempted_req_ids):  # a fixed order: slots are reused last-freed first
         req = self.requests.pop(req_id, None)
         if req is None: continue
-        if req_id in so.finished_req_ids and self.cfg.role == 'prefill': self.finished_states[req_id] = self._handoff_states(req)
+        if req_id in scheduler_output.finished_req_ids and self.cfg.role == 'prefill': self.finished_states[req_id] = self._handoff_states(req)
         self.free_slots.append(req.slot)
-    for new_req in so.scheduled_new_reqs: self._add_request(new_req)
-    cached = so.scheduled_cached_reqs
+    for new_req in scheduler_output.scheduled_new_reqs: self._add_request(new_req)
+    cached = scheduler_output.scheduled_cached_reqs
     for req_id, block_ids, num_computed in zip(cached.req_ids, cached.block_ids, cached.num_computed_tokens):
         req = self.requests[req_id]; req.block_ids = block_ids
         self._write_block_row(req)
@@ -299,12 +299,12 @@ def _gdn_rows(self:ModelRunner, reqs:list, num_scheduled:list, num_draft:list)->
 
 # %% ../../nbs/25_runner.ipynb #c8135197
 @patch
-def prepare_inputs(self:ModelRunner, so:SchedulerOutput)->StepInputs:
+def prepare_inputs(self:ModelRunner, scheduler_output:SchedulerOutput)->StepInputs:
     "Input ids, positions, sequence lengths and logits indices through the fused kernel; slot mappings; GDN rows."
-    req_ids = list(so.num_scheduled_tokens)
+    req_ids = list(scheduler_output.num_scheduled_tokens)
     reqs = [self.requests[req_id] for req_id in req_ids]
-    num_scheduled = [so.num_scheduled_tokens[req_id] for req_id in req_ids]
-    drafts = [list(so.scheduled_spec_decode_tokens.get(req_id, [])) for req_id in req_ids]
+    num_scheduled = [scheduler_output.num_scheduled_tokens[req_id] for req_id in req_ids]
+    drafts = [list(scheduler_output.scheduled_spec_decode_tokens.get(req_id, [])) for req_id in req_ids]
     query_start_loc, cu_num_logits = np.cumsum([0] + num_scheduled).tolist(), np.cumsum([0] + [1 + len(d) for d in drafts]).tolist()
     for req, d in zip(reqs, drafts):
         if d: self.draft_tokens[req.slot, :len(d)] = torch.tensor(d, dtype=torch.long)
@@ -397,16 +397,16 @@ def _post_update(self:ModelRunner, i:int, inputs:StepInputs, hidden_states:torch
 
 @patch
 @torch.no_grad()
-def execute_model(self:ModelRunner, so:SchedulerOutput)->ModelRunnerOutput:
+def execute_model(self:ModelRunner, scheduler_output:SchedulerOutput)->ModelRunnerOutput:
     "One step: state, inputs, forward, verification, post-update, drafting; rows P computed are sampled from its hidden states."
-    self._start_load_kv(so)
-    self._update_states(so)
-    if not so.num_scheduled_tokens:
+    self._start_load_kv(scheduler_output)
+    self._update_states(scheduler_output)
+    if not scheduler_output.num_scheduled_tokens:
         return ModelRunnerOutput([], {}, [], None, self.worker.get_finished() if self.worker is not None else None)
-    so, record_rows = self._record_rows(so)
+    scheduler_output, record_rows = self._record_rows(scheduler_output)
     req_ids, sampled_token_ids = [], []
-    if so.num_scheduled_tokens:
-        inputs = self.prepare_inputs(so)
+    if scheduler_output.num_scheduled_tokens:
+        inputs = self.prepare_inputs(scheduler_output)
         hidden_states = self.model.target(inputs.input_ids, inputs.positions, inputs.meta, self.cache)
         logits = self.model.target.compute_logits(hidden_states[inputs.logits_indices.to(self.device)])
         query_start_loc, req_ids = inputs.meta.query_start_loc.tolist(), list(inputs.req_ids)
@@ -433,23 +433,23 @@ def _save_boundary_states(self:ModelRunner):
 
 # %% ../../nbs/25_runner.ipynb #5925e6b0
 @patch
-def _start_load_kv(self:ModelRunner, so:SchedulerOutput):
+def _start_load_kv(self:ModelRunner, scheduler_output:SchedulerOutput):
     "The worker publishes and reads; per-request states of finished requests are dropped once they cannot be sent."
     if self.worker is not None:
-        self.worker.start_load_kv(so.kv_connector_metadata)
-        if hasattr(self.worker, 'free_requests'): self.worker.free_requests(so.finished_req_ids)  # an offloading worker keeps none
+        self.worker.start_load_kv(scheduler_output.kv_connector_metadata)
+        if hasattr(self.worker, 'free_requests'): self.worker.free_requests(scheduler_output.finished_req_ids)  # an offloading worker keeps none
     self.finished_states.clear()  # kept one step at most: every send of them happened above
 
 # %% ../../nbs/25_runner.ipynb #f2a1c0df
 @patch
-def _record_rows(self:ModelRunner, so:SchedulerOutput)->tuple:
-    "`(so without the rows P already computed, {request id: (num_scheduled, drafts)} of those rows)`."
-    rows = {req_id: (n, list(so.scheduled_spec_decode_tokens.get(req_id, [])))
-            for req_id, n in so.num_scheduled_tokens.items() if self.requests[req_id].sample_from_record}
-    if not rows: return so, rows
+def _record_rows(self:ModelRunner, scheduler_output:SchedulerOutput)->tuple:
+    "`(scheduler_output without the rows P already computed, {request id: (num_scheduled, drafts)} of those rows)`."
+    rows = {req_id: (n, list(scheduler_output.scheduled_spec_decode_tokens.get(req_id, [])))
+            for req_id, n in scheduler_output.num_scheduled_tokens.items() if self.requests[req_id].sample_from_record}
+    if not rows: return scheduler_output, rows
     keep = lambda d: {req_id: v for req_id, v in d.items() if req_id not in rows}
-    return replace(so, num_scheduled_tokens=keep(so.num_scheduled_tokens), scheduled_spec_decode_tokens=keep(so.scheduled_spec_decode_tokens),
-                   total_num_scheduled_tokens=so.total_num_scheduled_tokens - sum(n for n, _ in rows.values())), rows
+    return replace(scheduler_output, num_scheduled_tokens=keep(scheduler_output.num_scheduled_tokens), scheduled_spec_decode_tokens=keep(scheduler_output.scheduled_spec_decode_tokens),
+                   total_num_scheduled_tokens=scheduler_output.total_num_scheduled_tokens - sum(n for n, _ in rows.values())), rows
 
 @patch
 def _sample_from_record(self:ModelRunner, req_id:str, num_scheduled:int, draft_token_ids:list)->list:
