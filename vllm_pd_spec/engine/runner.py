@@ -19,7 +19,8 @@ from ..kernels.assemble import assemble_inputs, ASSEMBLE_BACKENDS
 from .outputs import ModelRunnerOutput, SchedulerOutput
 from .transport import PDConnectorWorker
 from ..model.model import ForwardMeta
-from ..model.drafters import SpecModel, load_model
+from ..model import model as M
+from ..model.drafters import SpecModel, MTPDrafter, load_model
 
 # %% ../../nbs/25_runner.ipynb #c5881263
 def model_config(model:SpecModel, block_size:int=16)->ModelConfig:
@@ -693,7 +694,6 @@ def _graphs_possible(self:ModelRunner)->bool:
 @patch
 def _uniform_decode(self:ModelRunner, scheduler_output:SchedulerOutput)->bool:
     "A pure decode step every row of which is `1 + k` tokens (upstream's `uniform_decode`), within the captured sizes: the steps that replay."
-    from ..model import model as M
     if not (self._graphs_possible() or self._graph_eager_test) or not self.batched_drafter: return False
     if (M.PAGED_ATTENTION or ('gather' if torch.device(self.device).type == 'cuda' else 'rows')) != 'gather': return False
     q, n = 1 + self.k, len(scheduler_output.num_scheduled_tokens)
@@ -732,6 +732,7 @@ class DecodeGraph:
         long = dict(dtype=torch.long, device=r.device)
         self.qsl = torch.arange(R + 1, **long) * self.q
         self.is_prefill = torch.zeros(R, dtype=torch.bool, device=r.device)
+        self.copied = torch.cuda.Event() if self.cuda else None
         self.pad(); self.copy(0, total)
         if self.cuda:  # capture on padding rows (they write only the spare slot and the null block), then replay once so the outputs hold values
             self.target_graph, self.target_out = self.capture(self.target_fn)
@@ -741,6 +742,7 @@ class DecodeGraph:
 
     def pad(self):
         "Every row a padding row: the runner's spare slot, one token of context, KV writes to the null block."
+        if self.cuda: self.copied.synchronize()  # the last copy out of the host buffer has run
         h = self.h
         for name in h: h[name][:] = 0
         for name in ('idx', 'wb_slots'): h[name][:] = self.runner.pad_slot
@@ -748,8 +750,9 @@ class DecodeGraph:
         for name in ('seq_lens', 'num_accepted', 'd_seq_lens'): h[name][:] = 1
 
     def copy(self, a:int, b:int):
-        "One host-to-device copy of the static inputs `a:b`."
+        "One host-to-device copy of the static inputs `a:b` (asynchronous on CUDA: `pad` waits for it before the host buffer is refilled)."
         self.dev[a:b].copy_(self.host[a:b], non_blocking=self.cuda)
+        if self.cuda: self.copied.record()
 
     def capture(self, fn):
         "`(graph, outputs)` of `fn` captured after one warm-up run."
@@ -818,16 +821,16 @@ class DecodeGraph:
 @patch
 def _mtp_graph(self:ModelRunner)->bool:
     "The MTP drafter's `k` steps are captured too (multi-module MTP with attention modules; other drafters run eager after the replay)."
-    from ..model.drafters import MTPDrafter
     return self.method == 'mtp' and type(self.model.mtp) is MTPDrafter
 
 @patch
 def _decode_graph(self:ModelRunner, num_reqs:int, seq_len:int)->DecodeGraph:
-    "The captured size for `num_reqs` rows reaching `seq_len` tokens: the smallest capture size that holds them, block tables a power of two wide."
-    q = 1 + self.k
+    "The captured size for `num_reqs` rows reaching `seq_len` tokens: the smallest one already captured that holds them, else a new one (the smallest capture size, block tables a power of two wide)."
+    q, need = 1 + self.k, cdiv(seq_len, self.bs)
+    fits = [key for key in self.decode_graphs if key[0] >= num_reqs and key[1] >= need]
+    if fits: return self.decode_graphs[min(fits)]  # lazy capture: a larger captured size serves before a smaller one is captured
     size = next(s for s in self._capture_sizes if s >= num_reqs * q)
-    width = min(1 << (cdiv(seq_len, self.bs) - 1).bit_length(), self.block_table.shape[1])
-    key = (size // q, width)
+    key = (size // q, min(1 << (need - 1).bit_length(), self.block_table.shape[1]))
     if key not in self.decode_graphs:
         if self._graph_pool is None and torch.device(self.device).type == 'cuda': self._graph_pool = torch.cuda.graph_pool_handle()
         self.decode_graphs[key] = DecodeGraph(self, *key)
