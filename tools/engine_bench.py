@@ -11,9 +11,10 @@ Standalone engine, MTP with k = 3, greedy. Per model (text-attn, text-hybrid), d
   decode steps eager (CUDA graphs off);
 * `graphs`: the same with the decode step replayed from captured CUDA graphs (where the engine has them and the device
   is CUDA).
-After a warm-up run on other prompts: one timed run (step time, decode-step time, TPOT, output tokens/s, drafter forwards
-per step) and a profiled window of decode steps on a fresh engine (kernel launches per step outside graph replays, graph
-replays, GPU busy share; torch.profiler). Outputs are compared with the batched path's (equal tokens expected in float32;
+On one engine per row: a warm-up run on other prompts (the graph path captures its sizes there), one timed run (step
+time, decode-step time, TPOT, output tokens/s, MTP forwards per step, a replayed MTP pass counting its k captured
+modules), then a profiled window of decode steps of the same prompts again (kernel launches per step outside graph
+replays, graph replays, GPU busy share; torch.profiler). Outputs are compared with the batched path's (equal tokens expected in float32;
 bfloat16 may differ where two logits tie after rounding). The per-request path, the slow one, runs fewer tokens
 (`--slow-max-tokens`): its step time does not depend on them. Writes one JSON file after every row, so a run cut short
 keeps what it measured. Timing and profiling: `tools/gpu_profile.py`.
@@ -38,7 +39,8 @@ def set_path(path:str):
     "Select a path for the engines built next (class-level switches; this tool's only)."
     from vllm_pd_spec.engine.runner import ModelRunner
     from vllm_pd_spec.model import model as M
-    ModelRunner.batched_drafter, M.PAGED_ATTENTION = path != 'per-request', (None if path != 'per-request' else 'rows')
+    ModelRunner.batched_drafter = path != 'per-request'
+    M.PAGED_ATTENTION = dict(batched=None, graphs='gather').get(path, 'rows')  # None: 'gather' on CUDA; the graphs replay gathered attention
     sw = graph_switch()
     if sw is not None:
         owner, name = sw
@@ -52,26 +54,37 @@ def prompts_for(model:str, n:int, prompt_len:int)->list:
     return cut[:n]
 
 def bench_row(model, path:str, prompts, warm, k, max_tokens, device, profile_window)->dict:
-    "One path at one batch size: timings, drafter forwards per step, and a profiled window."
+    "One path at one batch size on one engine: a warm-up run (graphs captured), a timed run, then a profiled window of decode steps."
+    from vllm_pd_spec.engine import runner as R
     set_path(path)
-    G.build(model, k, len(warm), len(warm[0]), max_tokens, device).generate(warm, max_tokens=max_tokens)  # warm-up (and graph capture)
     engine = G.build(model, k, len(prompts), len(prompts[0]), max_tokens, device)
+    engine.generate(warm, max_tokens=max_tokens)  # warm-up: allocator, kernels and, on the graph path, the captures of these sizes
     calls, per_step = [], []
     hook = engine.runner.model.mtp.register_forward_pre_hook(lambda *_: calls.append(1))  # the runner's copy of the weights
+    replay = getattr(R, 'DecodeGraph', None)
+    run_drafter = replay.run_drafter if replay is not None else None
+    def counted_replay(g):  # a replayed MTP pass runs its k captured modules (uncaptured, the hook counts them)
+        if g.cuda: calls.extend([1] * g.k)
+        return run_drafter(g)
+    if replay is not None: replay.run_drafter = counted_replay
     execute = engine.runner.execute_model
     def counted(scheduler_output):
         n = len(calls); out = execute(scheduler_output); per_step.append(len(calls) - n); return out
     engine.runner.execute_model = counted
     timer = G.StepTimer(engine, device)
     try: outputs = engine.generate(prompts, max_tokens=max_tokens)
-    finally: hook.remove()
-    engine2 = G.build(model, k, len(prompts), len(prompts[0]), max_tokens, device)
-    try: bound = G.profile_steps(engine2.step, profile_window, device) if G.decoding(engine2, prompts, max_tokens) else \
+    finally:
+        hook.remove()
+        if replay is not None: replay.run_drafter = run_drafter
+    timing = timer.summary(len(prompts))
+    try: bound = G.profile_steps(engine.step, profile_window, device) if G.decoding(engine, prompts, max_tokens) else \
                  dict(profiled_steps=0, note='the run ended before the profiled window')
     except Exception as e: bound = dict(profiled_steps=0, note=f'the profiler failed: {type(e).__name__}: {e}')
+    graphs = len(getattr(engine.runner, 'decode_graphs', {}) or {})
     return dict(path=path, batched_drafter=path != 'per-request', attention='rows' if path == 'per-request' else 'default',
-                cuda_graphs=path == 'graphs', batch=len(prompts), k=k, max_tokens=max_tokens, output_tokens=sum(len(o) for o in outputs),
-                **timer.summary(len(prompts)), drafter_forwards_per_step_max=max(per_step, default=0), **bound, outputs=outputs)
+                cuda_graphs=path == 'graphs', captured_sizes=graphs, batch=len(prompts), k=k, max_tokens=max_tokens,
+                output_tokens=sum(len(o) for o in outputs), **timing, drafter_forwards_per_step_max=max(per_step, default=0),
+                **bound, outputs=outputs)
 
 def check_paths(device:str, n:int=8, max_tokens:int=12)->dict:
     "Float64 on `device`, text-hybrid, per method: every path's tokens and acceptance equal the per-request path's."
@@ -112,7 +125,9 @@ def main(argv=None):
     from vllm_pd_spec.model.drafters import load_model
     if not a.device.startswith('cuda'): torch.set_num_threads(1)
     batches, cuda = [int(x) for x in a.batches.split(',')], a.device.startswith('cuda')
-    paths = [p for p in a.paths.split(',') if p != 'graphs' or (cuda and graph_switch())]
+    if a.dry_run and not cuda and graph_switch():  # the graph path's functions run uncaptured (the runner's test switch)
+        from vllm_pd_spec.engine.runner import ModelRunner; ModelRunner._graph_eager_test = True
+    paths = [p for p in a.paths.split(',') if p != 'graphs' or ((cuda or a.dry_run) and graph_switch())]
     run = dict(device=torch.cuda.get_device_name() if cuda else platform.processor() or 'cpu', torch=torch.__version__,
                started=time.strftime('%Y-%m-%d %H:%M:%S'), graph_switch='.'.join(x.__name__ if isinstance(x, type) else x for x in graph_switch() or ()) or None,
                args=dict(vars(a), out=Path(a.out).name), paths=paths, complete=False, rows=[])
@@ -121,10 +136,11 @@ def main(argv=None):
     run['float64_paths_equal'] = check_paths(a.device, *((2, 4) if a.dry_run else ()))
     print('float64, equal tokens and acceptance to the per-request path:', run['float64_paths_equal'], flush=True)
     pools = {name: prompts_for(name, 2 * max(batches), a.prompt_len) for name in a.models.split(',')}
-    for dt in a.dtypes.split(','):  # float32 for both models first: a run cut short by the budget keeps those
+    dtypes = a.dtypes.split(',')
+    for dt in dtypes:  # the first dtype for both models first, then batch 16 first: a run cut short by the budget keeps those
         for name, pool in pools.items():
             model = load_model(name, dict(float32=torch.float32, bfloat16=torch.bfloat16)[dt], device=a.device)
-            for b in batches:
+            for b in (batches if dt == dtypes[0] else sorted(batches, key=lambda b: (b != 16, b))):
                 ref = None
                 for path in paths:
                     if time.perf_counter() - t_start > a.budget_s: run['stopped'] = f'budget of {a.budget_s} s spent'; break
