@@ -49,6 +49,7 @@ def main(argv=None):
                                      start_and_exit_s=round(wall - res['seconds'], 2) if 'seconds' in res else None,
                                      stderr_tail=None if rc == 0 else err[-600:])
             print(f'fix {fix}: {run["fixes"][fix]}', flush=True)
+            Path(a.out).write_text(json.dumps(run, indent=1))  # after every fix: a run cut short keeps what it measured
         if a.whole:
             js = Path(d) / 'all.json'
             wall, rc, err = timed([sys.executable, '-c', CLI, 'reproduce', '--device', a.device, '--json', str(js)])
