@@ -86,14 +86,14 @@ def bench_row(model, path:str, prompts, warm, k, max_tokens, device, profile_win
                 output_tokens=sum(len(o) for o in outputs), **timing, drafter_forwards_per_step_max=max(per_step, default=0),
                 **bound, outputs=outputs)
 
-def check_paths(device:str, n:int=8, max_tokens:int=12)->dict:
+def check_paths(device:str, n:int=8, max_tokens:int=12, methods=('mtp', 'eagle', 'dflash'))->dict:
     "Float64 on `device`, text-hybrid, per method: every path's tokens and acceptance equal the per-request path's."
     from vllm_pd_spec.config import SchedulerConfig
     from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
     from vllm_pd_spec.model.drafters import load_model
     m, prompts, got = load_model('text-hybrid', torch.float64, device=device), prompts_for('text-hybrid', n, 32), {}
     paths = [p for p in PATHS if p != 'graphs' or (graph_switch() and device.startswith('cuda'))]
-    for method in ('mtp', 'eagle', 'dflash'):
+    for method in methods:
         outs = {}
         for path in paths:
             set_path(path)
@@ -118,7 +118,7 @@ def main(argv=None):
     ap.add_argument('--slow-max-tokens', type=int, default=12, help='max tokens of the per-request path')
     ap.add_argument('--profile-steps', type=int, default=4)
     ap.add_argument('--budget-s', type=float, default=330, help='stop starting new rows after this many seconds')
-    ap.add_argument('--dry-run', action='store_true', help='tiny: text-attn, float32, batch 1 and 2, 16-token prompts, 6 tokens')
+    ap.add_argument('--dry-run', action='store_true', help='tiny: text-attn, float32, batch 1 and 2, 16-token prompts, 6 tokens; the float64 check on MTP only')
     a = ap.parse_args(argv)
     if a.device.startswith('cuda') and not torch.cuda.is_available(): sys.exit('--device cuda: torch sees no CUDA device')
     if a.dry_run: a.models, a.dtypes, a.batches, a.prompt_len, a.max_tokens, a.slow_max_tokens, a.profile_steps = 'text-attn', 'float32', '1,2', 16, 6, 6, 2
@@ -133,7 +133,7 @@ def main(argv=None):
                args=dict(vars(a), out=Path(a.out).name), paths=paths, complete=False, rows=[])
     out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    run['float64_paths_equal'] = check_paths(a.device, *((2, 4) if a.dry_run else ()))
+    run['float64_paths_equal'] = check_paths(a.device, *((2, 4, ('mtp',)) if a.dry_run else ()))
     print('float64, equal tokens and acceptance to the per-request path:', run['float64_paths_equal'], flush=True)
     pools = {name: prompts_for(name, 2 * max(batches), a.prompt_len) for name in a.models.split(',')}
     dtypes = a.dtypes.split(',')
