@@ -119,13 +119,13 @@ def test_index_renders_with_sidebar(seen):
 
 def test_diagrams_are_drawn_into_the_page(seen):
     "The sequence diagram is an SVG drawn when the site was built: no diagram library is loaded by the page."
-    assert seen[page_for(ROOT/'nbs'/'40_pd_meets_spec.ipynb')]['diagrams'] >= 1
+    assert seen[page_for(ROOT/'nbs'/'90_pd_meets_spec.ipynb')]['diagrams'] >= 1
     assert not (DOCS/'assets/vendor/mermaid').exists()
 
 def test_phone_width_pages_fit(server, browser):
     "At 390 px the page itself never scrolls sideways; a wide table or diagram scrolls inside its own box."
     tab = browser.tab(390, 844)
-    for nb in ('index.ipynb', '40_pd_meets_spec.ipynb', '02_prefill_backoff.ipynb', '08_explain.ipynb'):
+    for nb in ('index.ipynb', '90_pd_meets_spec.ipynb', '02_prefill_backoff.ipynb', '79_explain.ipynb'):
         tab.goto(f'{server}/{page_for(nb)}', settle=0.1)
         assert tab.eval('document.documentElement.scrollWidth <= innerWidth'), nb
 
