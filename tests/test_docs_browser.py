@@ -8,7 +8,7 @@ from nbdev.config import nbpath2html
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT/'tools'))
-import cdp, check_site  # noqa: E402
+import cdp, check_site, prep_docs  # noqa: E402
 DOCS = Path(os.environ.get('DOCS_DIR') or ROOT/'docs')
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not cdp.chromium_path(), reason='headless Chromium not installed (`make browser` installs it)'),
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser,
 def page_for(nb): return nbpath2html(nb).name  # nbdev's own page name for a notebook
 
 NOTEBOOKS = sorted((ROOT/'nbs').glob('*.ipynb'))
-FIX_PAGES = [page_for(nb) for nb in NOTEBOOKS if re.match(r'0[1-6]_', nb.name)]  # fixes 1-6, one page each
+FIX_PAGES = [p + '.html' for s, ps in prep_docs.NAV if s == 'The six fixes' for p in ps]  # fixes 1-6, one page each
 WIDTH = 1280
 
 # What one page shows at WIDTH: its h1s; every block but source code that is wider than the content column (its
