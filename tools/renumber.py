@@ -2,6 +2,14 @@
 
     python tools/renumber.py            # git mv every mapped notebook, rewrite the lines that name notebooks
     python tools/renumber.py --check    # print what would move; change nothing
+    python tools/renumber.py --resolve  # after a merge of a branch that still has the old names: re-merge each
+                                        # conflicted file with the names rewritten in all three versions
+
+Merging a branch written against the old names: `git merge B`; where it stops on conflicts, `--resolve` merges
+each conflicted file again from its base, ours and theirs with the old names rewritten in each (`git merge-file`),
+so the renames' own rewrites conflict with nothing and only real conflicts stay (marked, and named); then run the
+script plainly (it renames the branch's new notebooks, if mapped, and rewrites what still names an old notebook),
+`nbdev-export`, and commit.
 
 The floors, in reading order (the number's first digit names the floor):
 
@@ -147,8 +155,38 @@ def _files():
         for p in sorted(ROOT.glob(g)):
             if p.is_file() and p not in seen and p.name != 'renumber.py': seen.add(p); yield p
 
+def _git(*args, **kw): return subprocess.run(['git', *args], cwd=ROOT, check=True, capture_output=True, **kw).stdout
+
+def resolve():
+    "Re-merge every conflicted file from its three versions with the old names rewritten in each; returns the paths left."
+    import tempfile
+    stages = {}
+    for rec in _git('ls-files', '-u', '-z').split(b'\0'):
+        if not rec: continue
+        meta, path = rec.split(b'\t', 1)
+        stages.setdefault(path.decode(), {})[int(meta.split()[2])] = meta.split()[1].decode()
+    left = []
+    for path, st in sorted(stages.items()):
+        if set(st) != {1, 2, 3}:
+            print(f'{path}: not in all three versions (added or deleted on one side): resolve it by hand'); left.append(path); continue
+        with tempfile.TemporaryDirectory() as tmp:
+            fs = {}
+            for s, name in ((2, 'ours'), (1, 'base'), (3, 'theirs')):
+                fs[s] = Path(tmp)/name
+                fs[s].write_bytes(rewrite(_git('cat-file', 'blob', st[s]).decode()).encode())
+            r = subprocess.run(['git', 'merge-file', '-p', '-L', 'ours', '-L', 'base', '-L', 'theirs',
+                                str(fs[2]), str(fs[1]), str(fs[3])], cwd=ROOT, capture_output=True)
+        if r.returncode < 0 or r.returncode > 127: sys.exit(f'git merge-file failed on {path}: {r.stderr.decode()}')
+        (ROOT/path).write_bytes(r.stdout)
+        if r.returncode == 0: _git('add', path); print(f'resolved {path}')
+        else: print(f'{path}: {r.returncode} conflict(s) left, not from the renames'); left.append(path)
+    return left
+
 def main(argv):
     _check_mapping()
+    if '--resolve' in argv:
+        left = resolve()
+        sys.exit(f'{len(left)} file(s) left to resolve by hand: {", ".join(left)}' if left else None)
     dry = '--check' in argv
     left = unmapped()
     if left:
