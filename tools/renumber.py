@@ -167,13 +167,16 @@ def resolve():
         stages.setdefault(path.decode(), {})[int(meta.split()[2])] = meta.split()[1].decode()
     left = []
     for path, st in sorted(stages.items()):
+        blob = lambda s: rewrite(_git('cat-file', 'blob', st[s]).decode())
+        if set(st) == {1, 2} and blob(1) == blob(2):  # theirs deleted a notebook that ours only renamed
+            _git('rm', '-q', path); print(f'deleted {path} (as theirs deleted it)'); continue
         if set(st) != {1, 2, 3}:
             print(f'{path}: not in all three versions (added or deleted on one side): resolve it by hand'); left.append(path); continue
         with tempfile.TemporaryDirectory() as tmp:
             fs = {}
             for s, name in ((2, 'ours'), (1, 'base'), (3, 'theirs')):
                 fs[s] = Path(tmp)/name
-                fs[s].write_bytes(rewrite(_git('cat-file', 'blob', st[s]).decode()).encode())
+                fs[s].write_bytes(blob(s).encode())
             r = subprocess.run(['git', 'merge-file', '-p', '-L', 'ours', '-L', 'base', '-L', 'theirs',
                                 str(fs[2]), str(fs[1]), str(fs[3])], cwd=ROOT, capture_output=True)
         if r.returncode < 0 or r.returncode > 127: sys.exit(f'git merge-file failed on {path}: {r.stderr.decode()}')
