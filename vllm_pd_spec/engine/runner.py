@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/runner.html.md"""
 
 # %% auto #0
 __all__ = ['REPREFILL_STATES', 'model_config', 'drafter_layer_names', 'CachedRequestState', 'SamplingParams', 'ModelRunner',
-           'StepInputs', 'DraftRow']
+           'StepInputs', 'DraftRow', 'capture_sizes', 'DecodeGraph']
 
 # %% ../../nbs/36_runner.ipynb #d33420ec
 # Over 400 lines: the model runner keeps upstream's step order (state, inputs, forward, verify, post-update, draft) in one module, as `vllm/v1/worker/gpu/model_runner.py` does.
@@ -19,7 +19,8 @@ from ..kernels.assemble import assemble_inputs, ASSEMBLE_BACKENDS
 from .outputs import ModelRunnerOutput, SchedulerOutput
 from .transport import PDConnectorWorker
 from ..model.model import ForwardMeta
-from ..model.drafters import SpecModel, load_model
+from ..model import model as M
+from ..model.drafters import SpecModel, MTPDrafter, load_model
 
 # %% ../../nbs/36_runner.ipynb #c5881263
 def model_config(model:SpecModel, block_size:int=16)->ModelConfig:
@@ -113,14 +114,17 @@ class ModelRunner:
         self.input_backend = _input_backend(input_backend, device)
         self.gdn_rule = rows.fixes_row_rule(self.fixes.gdn_decode_detection) if gdn_rule is None else gdn_rule
         if self.gdn_rule not in rows.ROW_RULES: raise ValueError(f'gdn_rule must be one of {", ".join(rows.ROW_RULES)}, got {gdn_rule!r}')
-        self.cache = self.model.make_cache(kv_cache_config.num_blocks, self.bs, max_reqs, self.k)
+        num_slots = max_reqs + self._graph_steps()  # with CUDA graphs, one spare slot for padding rows
+        self.cache = self.model.make_cache(kv_cache_config.num_blocks, self.bs, num_slots, self.k)
         self.attn_group = kv_cache_config.group_of(self.model.target.attn_layers()[0])
         gdn = self.model.target.gdn_layers()
         self.gdn_group = kv_cache_config.group_of(gdn[0]) if gdn else None
         self.state_store = {}  # GDN-group block id -> GDN states after that block (prefix caching, 'align' mode)
         self.drafter_layers = drafter_layer_names(self.model, self.method)
         self.requests, self.free_slots = {}, list(range(max_reqs))
-        self._make_buffers(max_reqs, spec)
+        self._make_buffers(num_slots, spec)
+        self.pad_slot, self.decode_graphs, self._graph_pool = max_reqs, {}, None
+        self._capture_sizes = capture_sizes(min(vllm_config.scheduler_config.max_num_seqs, max_reqs), 1 + self.k, self.cudagraph_capture_sizes)
         self.draft_queue = []  # rows waiting for the step's batched drafter pass
         self.finished_states = {}  # req id -> GDN state snapshot (P sends it after the request finished)
         self.slot_checker, self.worker = slot_checker, worker
@@ -209,15 +213,15 @@ def _reprefill_inputs(self:ModelRunner, req:CachedRequestState,
 
 # %% ../../nbs/36_runner.ipynb #7939e6d3
 @patch
-def _update_states(self:ModelRunner, so:SchedulerOutput):
+def _update_states(self:ModelRunner, scheduler_output:SchedulerOutput):
     "Drop finished/preempted requests, add new ones, refresh block ids and computed counts."
-    for req_id in sorted(so.finished_req_ids | so.preempted_req_ids):  # a fixed order: slots are reused last-freed first
+    for req_id in sorted(scheduler_output.finished_req_ids | scheduler_output.preempted_req_ids):  # a fixed order: slots are reused last-freed first
         req = self.requests.pop(req_id, None)
         if req is None: continue
-        if req_id in so.finished_req_ids and self.cfg.role == 'prefill': self.finished_states[req_id] = self._handoff_states(req)
+        if req_id in scheduler_output.finished_req_ids and self.cfg.role == 'prefill': self.finished_states[req_id] = self._handoff_states(req)
         self.free_slots.append(req.slot)
-    for new_req in so.scheduled_new_reqs: self._add_request(new_req)
-    cached = so.scheduled_cached_reqs
+    for new_req in scheduler_output.scheduled_new_reqs: self._add_request(new_req)
+    cached = scheduler_output.scheduled_cached_reqs
     for req_id, block_ids, num_computed in zip(cached.req_ids, cached.block_ids, cached.num_computed_tokens):
         req = self.requests[req_id]; req.block_ids = block_ids
         self._write_block_row(req)
@@ -299,12 +303,12 @@ def _gdn_rows(self:ModelRunner, reqs:list, num_scheduled:list, num_draft:list)->
 
 # %% ../../nbs/36_runner.ipynb #c8135197
 @patch
-def prepare_inputs(self:ModelRunner, so:SchedulerOutput)->StepInputs:
+def prepare_inputs(self:ModelRunner, scheduler_output:SchedulerOutput)->StepInputs:
     "Input ids, positions, sequence lengths and logits indices through the fused kernel; slot mappings; GDN rows."
-    req_ids = list(so.num_scheduled_tokens)
+    req_ids = list(scheduler_output.num_scheduled_tokens)
     reqs = [self.requests[req_id] for req_id in req_ids]
-    num_scheduled = [so.num_scheduled_tokens[req_id] for req_id in req_ids]
-    drafts = [list(so.scheduled_spec_decode_tokens.get(req_id, [])) for req_id in req_ids]
+    num_scheduled = [scheduler_output.num_scheduled_tokens[req_id] for req_id in req_ids]
+    drafts = [list(scheduler_output.scheduled_spec_decode_tokens.get(req_id, [])) for req_id in req_ids]
     query_start_loc, cu_num_logits = np.cumsum([0] + num_scheduled).tolist(), np.cumsum([0] + [1 + len(d) for d in drafts]).tolist()
     for req, d in zip(reqs, drafts):
         if d: self.draft_tokens[req.slot, :len(d)] = torch.tensor(d, dtype=torch.long)
@@ -397,16 +401,18 @@ def _post_update(self:ModelRunner, i:int, inputs:StepInputs, hidden_states:torch
 
 @patch
 @torch.no_grad()
-def execute_model(self:ModelRunner, so:SchedulerOutput)->ModelRunnerOutput:
+def execute_model(self:ModelRunner, scheduler_output:SchedulerOutput)->ModelRunnerOutput:
     "One step: state, inputs, forward, verification, post-update, drafting; rows P computed are sampled from its hidden states."
-    self._start_load_kv(so)
-    self._update_states(so)
-    if not so.num_scheduled_tokens:
+    self._start_load_kv(scheduler_output)
+    self._update_states(scheduler_output)
+    if not scheduler_output.num_scheduled_tokens:
         return ModelRunnerOutput([], {}, [], None, self.worker.get_finished() if self.worker is not None else None)
-    so, record_rows = self._record_rows(so)
+    scheduler_output, record_rows = self._record_rows(scheduler_output)
     req_ids, sampled_token_ids = [], []
-    if so.num_scheduled_tokens:
-        inputs = self.prepare_inputs(so)
+    if scheduler_output.num_scheduled_tokens and self._uniform_decode(scheduler_output):  # CUDA graphs
+        req_ids, sampled_token_ids = self._execute_uniform_decode(scheduler_output)
+    elif scheduler_output.num_scheduled_tokens:
+        inputs = self.prepare_inputs(scheduler_output)
         hidden_states = self.model.target(inputs.input_ids, inputs.positions, inputs.meta, self.cache)
         logits = self.model.target.compute_logits(hidden_states[inputs.logits_indices.to(self.device)])
         query_start_loc, req_ids = inputs.meta.query_start_loc.tolist(), list(inputs.req_ids)
@@ -433,23 +439,23 @@ def _save_boundary_states(self:ModelRunner):
 
 # %% ../../nbs/36_runner.ipynb #5925e6b0
 @patch
-def _start_load_kv(self:ModelRunner, so:SchedulerOutput):
+def _start_load_kv(self:ModelRunner, scheduler_output:SchedulerOutput):
     "The worker publishes and reads; per-request states of finished requests are dropped once they cannot be sent."
     if self.worker is not None:
-        self.worker.start_load_kv(so.kv_connector_metadata)
-        if hasattr(self.worker, 'free_requests'): self.worker.free_requests(so.finished_req_ids)  # an offloading worker keeps none
+        self.worker.start_load_kv(scheduler_output.kv_connector_metadata)
+        if hasattr(self.worker, 'free_requests'): self.worker.free_requests(scheduler_output.finished_req_ids)  # an offloading worker keeps none
     self.finished_states.clear()  # kept one step at most: every send of them happened above
 
 # %% ../../nbs/36_runner.ipynb #f2a1c0df
 @patch
-def _record_rows(self:ModelRunner, so:SchedulerOutput)->tuple:
-    "`(so without the rows P already computed, {request id: (num_scheduled, drafts)} of those rows)`."
-    rows = {req_id: (n, list(so.scheduled_spec_decode_tokens.get(req_id, [])))
-            for req_id, n in so.num_scheduled_tokens.items() if self.requests[req_id].sample_from_record}
-    if not rows: return so, rows
+def _record_rows(self:ModelRunner, scheduler_output:SchedulerOutput)->tuple:
+    "`(scheduler_output without the rows P already computed, {request id: (num_scheduled, drafts)} of those rows)`."
+    rows = {req_id: (n, list(scheduler_output.scheduled_spec_decode_tokens.get(req_id, [])))
+            for req_id, n in scheduler_output.num_scheduled_tokens.items() if self.requests[req_id].sample_from_record}
+    if not rows: return scheduler_output, rows
     keep = lambda d: {req_id: v for req_id, v in d.items() if req_id not in rows}
-    return replace(so, num_scheduled_tokens=keep(so.num_scheduled_tokens), scheduled_spec_decode_tokens=keep(so.scheduled_spec_decode_tokens),
-                   total_num_scheduled_tokens=so.total_num_scheduled_tokens - sum(n for n, _ in rows.values())), rows
+    return replace(scheduler_output, num_scheduled_tokens=keep(scheduler_output.num_scheduled_tokens), scheduled_spec_decode_tokens=keep(scheduler_output.scheduled_spec_decode_tokens),
+                   total_num_scheduled_tokens=scheduler_output.total_num_scheduled_tokens - sum(n for n, _ in rows.values())), rows
 
 @patch
 def _sample_from_record(self:ModelRunner, req_id:str, num_scheduled:int, draft_token_ids:list)->list:
@@ -660,3 +666,270 @@ def _propose_dflash_batch(self:ModelRunner, rows:list):
                              device=self.device)
     hidden = self.model.dflash(target, input_ids, position_ids, meta, self.cache).view(len(rows), k + 1, -1)[:, 1:]
     for r, d in zip(rows, target.compute_logits(hidden).argmax(-1).tolist()): r.req.drafts = d
+
+# %% ../../nbs/36_runner.ipynb #c0da0a02
+ModelRunner.enforce_eager = False  # True: every step eager (vLLM's `ModelConfig.enforce_eager`); graphs only ever run on CUDA
+ModelRunner.cudagraph_capture_sizes = None  # step sizes in tokens to capture; None: vLLM's default list (`VllmConfig._set_cudagraph_sizes`)
+
+def capture_sizes(max_num_seqs:int, # the scheduler's running requests at most
+                  uniform_decode_query_len:int, # 1 + k: the tokens of a decode row
+                  sizes:list|None=None, # explicit sizes in tokens (`cudagraph_capture_sizes`); None: vLLM's default list
+                 )->list:
+    "Token counts of the decode batches captured: vLLM's list, each rounded up to a multiple of `1 + k`, at most `max_num_seqs` rows."
+    q = uniform_decode_query_len
+    if sizes is None:
+        top = min(max_num_seqs * q * 2, 512)
+        sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
+    if any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in sizes): raise ValueError(f'cudagraph_capture_sizes={sizes!r} must be positive ints')
+    return sorted({cdiv(s, q) * q for s in sizes if cdiv(s, q) <= max_num_seqs})
+
+assert capture_sizes(16, 4)[:4] == [4, 8, 16, 24] and capture_sizes(16, 4)[-1] == 64
+assert capture_sizes(4, 4, [1, 10]) == [4, 12]
+
+@patch
+def _graphs_possible(self:ModelRunner)->bool:
+    "Decode steps may replay CUDA graphs: a CUDA device and `enforce_eager` off."
+    return torch.device(self.device).type == 'cuda' and not self.enforce_eager
+
+@patch
+def _uniform_decode(self:ModelRunner, scheduler_output:SchedulerOutput)->bool:
+    "A pure decode step every row of which is `1 + k` tokens (upstream's `uniform_decode`), within the captured sizes: the steps that replay."
+    if not (self._graphs_possible() or self._graph_eager_test) or not self.batched_drafter: return False
+    if (M.PAGED_ATTENTION or ('gather' if torch.device(self.device).type == 'cuda' else 'rows')) != 'gather': return False
+    q, n = 1 + self.k, len(scheduler_output.num_scheduled_tokens)
+    if not n or n * q > self._capture_sizes[-1]: return False
+    reqs = [self.requests[req_id] for req_id in scheduler_output.num_scheduled_tokens]
+    for req, (req_id, num) in zip(reqs, scheduler_output.num_scheduled_tokens.items()):
+        if num != q or len(scheduler_output.scheduled_spec_decode_tokens.get(req_id, [])) != self.k: return False
+        if req.num_computed < req.prefill_len or req.sample_from_record or req.pending_repair: return False
+    return not any(self._gdn_rows(reqs, [q] * n, [self.k] * n))  # the row rule must call every row a decode row (fix 5)
+
+@patch
+def _graph_steps(self:ModelRunner)->bool:
+    "Uniform decode steps go through the captured path: on CUDA with `enforce_eager` off, or (`_graph_eager_test`) the same functions run uncaptured."
+    return (torch.device(self.device).type == 'cuda' and not self.enforce_eager) or self._graph_eager_test
+
+ModelRunner._graph_eager_test = False  # tests: run the captured step functions eagerly on any device (set before the runner is built)
+
+# %% ../../nbs/36_runner.ipynb #c0da0a03
+class DecodeGraph:
+    "One captured decode size: `num_reqs` rows of `1 + k` tokens, block tables `num_blocks` wide; static inputs in one pinned host buffer and one device copy."
+    def __init__(self, runner:ModelRunner, num_reqs:int, num_blocks:int):
+        r, R = runner, num_reqs
+        self.runner, self.R, self.nb, self.q, self.k = r, R, num_blocks, 1 + r.k, r.k
+        self.rows, T = r.cached_draft_input_ids.shape[1], R * (1 + r.k)
+        self.cuda = torch.device(r.device).type == 'cuda'
+        target = dict(ids=T, pos=T, slot_mapping=T, seq_lens=R, idx=R, num_accepted=R, drafts=R * r.k, block_tables=R * num_blocks)
+        rest = dict(d_ids=T, d_src=T, d_cached=T, d_pos=T, d_slot_mapping=T, d_seq_lens=R, d_keep=R * self.rows,
+                    wb_slots=R, wb_num_computed=R, wb_last=R, wb_rows=T, wb_cols=T, wb_tokens=T)
+        self.split, total = sum(target.values()), sum(target.values()) + sum(rest.values())
+        self.host = torch.zeros(total, dtype=torch.long, pin_memory=self.cuda)
+        self.dev = torch.zeros(total, dtype=torch.long, device=r.device)
+        self.h, self.d, off = {}, {}, 0
+        for name, n in {**target, **rest}.items():
+            self.h[name], self.d[name] = self.host.numpy()[off:off + n], self.dev[off:off + n]; off += n
+        self.d['block_tables'] = self.d['block_tables'].view(R, num_blocks)
+        long = dict(dtype=torch.long, device=r.device)
+        self.qsl = torch.arange(R + 1, **long) * self.q
+        self.is_prefill = torch.zeros(R, dtype=torch.bool, device=r.device)
+        self.copied = torch.cuda.Event() if self.cuda else None
+        self.pad(); self.copy(0, total)
+        if self.cuda:  # capture on padding rows (they write only the spare slot and the null block), then replay once so the outputs hold values
+            self.target_graph, self.target_out = self.capture(self.target_fn)
+            self.target_graph.replay()
+            self.hidden = self.target_out[0]
+            if r._mtp_graph(): self.drafter_graph, self.drafter_out = self.capture(self.drafter_fn)
+
+    def pad(self):
+        "Every row a padding row: the runner's spare slot, one token of context, KV writes to the null block."
+        if self.cuda: self.copied.synchronize()  # the last copy out of the host buffer has run
+        h = self.h
+        for name in h: h[name][:] = 0
+        for name in ('idx', 'wb_slots'): h[name][:] = self.runner.pad_slot
+        h['wb_rows'][:] = self.runner.pad_slot
+        for name in ('seq_lens', 'num_accepted', 'd_seq_lens'): h[name][:] = 1
+
+    def copy(self, a:int, b:int):
+        "One host-to-device copy of the static inputs `a:b` (asynchronous on CUDA: `pad` waits for it before the host buffer is refilled)."
+        self.dev[a:b].copy_(self.host[a:b], non_blocking=self.cuda)
+        if self.cuda: self.copied.record()
+
+    def capture(self, fn):
+        "`(graph, outputs)` of `fn` captured after one warm-up run."
+        s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s): fn()  # warm-up: kernels compiled, library handles made; it writes only padding rows
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=self.runner._graph_pool): out = fn()
+        return g, out
+
+    def target_fn(self):
+        "The captured target step: the per-slot drafts, the forward, the logits and their argmax."
+        r, d = self.runner, self.d
+        if self.k: r.draft_tokens[d['idx'], :self.k] = d['drafts'].view(self.R, self.k)  # `prepare_inputs`' per-slot write
+        meta = ForwardMeta(self.qsl, d['seq_lens'], d['block_tables'], d['slot_mapping'], d['idx'], self.is_prefill,
+                           d['num_accepted'], uniform_decode=True)
+        hidden = r.model.target(d['ids'], d['pos'], meta, r.cache)
+        logits = r.model.target.compute_logits(hidden)
+        return hidden, logits, logits.argmax(-1)
+
+    def drafter_fn(self):
+        "The captured MTP pass: module 0's windows from the target's rows and the slots' re-prefill rows, their tails cached, then `k` modules."
+        r, d, R, W, rows = self.runner, self.d, self.R, self.q, self.rows
+        target, dm, T = r.model.target, r.model.args.d_model, self.R * self.q
+        src = torch.cat([self.hidden, r.cached_target_hidden_states.view(-1, dm)]) if rows else self.hidden
+        hidden = src[d['d_src']]
+        ids = d['d_ids']
+        if rows: ids = torch.where(d['d_cached'].bool(), r.cached_draft_input_ids.view(-1)[(d['d_src'] - T).clamp(min=0)], ids)
+        ids = ids.view(R, W)
+        if rows:  # `_cache_inputs`: each row's window tail into its slot's rows
+            keep, slots = d['d_keep'].view(R, rows).bool(), d['idx']
+            r.cached_draft_input_ids[slots] = torch.where(keep, ids[:, W - rows:], r.cached_draft_input_ids[slots])
+            r.cached_target_hidden_states[slots] = torch.where(keep[..., None], hidden.view(R, W, dm)[:, W - rows:],
+                                                               r.cached_target_hidden_states[slots])
+        meta = ForwardMeta(self.qsl, d['d_seq_lens'], d['block_tables'], d['d_slot_mapping'])
+        last, drafts = self.qsl[1:] - 1, []
+        for step in range(self.k):
+            if step: ids = torch.cat([ids[:, 1:], drafts[-1][:, None]], 1)  # `update_draft_inputs`: shift by the last draft
+            hidden = r.model.mtp(target, step, ids.reshape(-1), hidden, d['d_pos'], meta, r.cache)
+            drafts.append(target.compute_logits(hidden[last]).argmax(-1))
+        return torch.stack(drafts, 1)
+
+    def run_target(self)->tuple:
+        "Copy the target's inputs and replay: `(hidden, logits, argmax)`, static outputs (read them before the next replay)."
+        self.copy(0, self.split)
+        if self.cuda: self.target_graph.replay()
+        else: self.target_out = self.target_fn()
+        self.hidden = self.target_out[0]
+        return self.target_out
+
+    def write_back(self):
+        "The input kernel's per-slot buffers after verification, from the static inputs (padding writes the spare slot)."
+        r, d = self.runner, self.d
+        self.copy(self.split, self.dev.numel())
+        r.num_computed_tokens[d['wb_slots']] = d['wb_num_computed']
+        r.last_sampled[d['wb_slots']] = d['wb_last']
+        r.all_token_ids[d['wb_rows'], d['wb_cols']] = d['wb_tokens']
+
+    def run_drafter(self)->torch.Tensor:
+        "Replay the MTP pass: drafts [R, k] (`write_back` copied its inputs)."
+        if self.cuda: self.drafter_graph.replay()
+        else: self.drafter_out = self.drafter_fn()
+        return self.drafter_out
+
+# %% ../../nbs/36_runner.ipynb #c0da0a04
+@patch
+def _mtp_graph(self:ModelRunner)->bool:
+    "The MTP drafter's `k` steps are captured too (multi-module MTP with attention modules; other drafters run eager after the replay)."
+    return self.method == 'mtp' and type(self.model.mtp) is MTPDrafter
+
+@patch
+def _decode_graph(self:ModelRunner, num_reqs:int, seq_len:int)->DecodeGraph:
+    "The captured size for `num_reqs` rows reaching `seq_len` tokens: the smallest one already captured that holds them, else a new one (the smallest capture size, block tables a power of two wide)."
+    q, need = 1 + self.k, cdiv(seq_len, self.bs)
+    fits = [key for key in self.decode_graphs if key[0] >= num_reqs and key[1] >= need]
+    if fits: return self.decode_graphs[min(fits)]  # lazy capture: a larger captured size serves before a smaller one is captured
+    size = next(s for s in self._capture_sizes if s >= num_reqs * q)
+    key = (size // q, min(1 << (need - 1).bit_length(), self.block_table.shape[1]))
+    if key not in self.decode_graphs:
+        if self._graph_pool is None and torch.device(self.device).type == 'cuda': self._graph_pool = torch.cuda.graph_pool_handle()
+        self.decode_graphs[key] = DecodeGraph(self, *key)
+    return self.decode_graphs[key]
+
+@patch
+def _execute_uniform_decode(self:ModelRunner, scheduler_output:SchedulerOutput)->tuple:
+    "A uniform decode step through the captured graphs: `(req_ids, sampled token ids)`; the same state updates as `prepare_inputs`, `_post_update` and the drafter."
+    req_ids = list(scheduler_output.num_scheduled_tokens)
+    reqs, q, k = [self.requests[req_id] for req_id in req_ids], 1 + self.k, self.k
+    drafts = [list(scheduler_output.scheduled_spec_decode_tokens.get(req_id, [])) for req_id in req_ids]
+    num_computed = np.array([r.num_computed for r in reqs])
+    if self.slot_checker is not None:
+        for req_id, req in zip(req_ids, reqs): self.slot_checker.check_write(req_id, self.attn_group, range(req.num_computed, req.num_computed + q), 'target')
+    n, g = len(reqs), self._decode_graph(len(reqs), int(num_computed.max()) + q)
+    h, T = g.h, n * q
+    g.pad()
+    slots = torch.tensor([r.slot for r in reqs])
+    positions = torch.as_tensor(num_computed[:, None] + np.arange(q)).view(-1)
+    h['ids'][:T] = np.array([[r.tokens[r.num_computed]] + [max(0, t) for t in d] for r, d in zip(reqs, drafts)]).reshape(-1)
+    h['pos'][:T] = positions.numpy()
+    h['slot_mapping'][:T] = self._slot_mapping(slots.repeat_interleave(q), positions).numpy()
+    h['seq_lens'][:n], h['idx'][:n] = num_computed + q, slots.numpy()
+    h['num_accepted'][:n] = [r.num_accepted for r in reqs]
+    if k: h['drafts'][:n * k] = np.array(drafts).reshape(-1)
+    h['block_tables'].reshape(g.R, g.nb)[:n] = self.block_table[slots, :g.nb].numpy()
+    hidden, logits, argmax = g.run_target()
+    target_token_ids = argmax[:T].tolist()  # the step's one device-to-host sync before verification
+    hidden = hidden[:T].clone()  # the rows each request keeps outlive the next replay
+    self._graph_boundary_states(reqs, num_computed, q)
+    sampled_token_ids, rows = [], []
+    for i, (req, d) in enumerate(zip(reqs, drafts)):
+        nc = req.num_computed
+        if self.sampling.temperature == 0:  # `_verify`, greedy
+            t, a = target_token_ids[i * q:(i + 1) * q], 0
+            while a < k and d[a] == t[a]: a += 1
+            sampled, num_rejected = d[:a] + [t[a]], k - a
+        else: sampled, num_rejected = self._rejection_sample(req.req_id, nc + 1, d, logits[i * q:(i + 1) * q])
+        req.num_computed, req.num_accepted = nc + q - num_rejected, max(1, len(sampled))  # `_post_update`
+        for j in range(q - num_rejected): req.hidden[nc + j] = hidden[i * q + j]
+        req.tokens = req.tokens[:nc + 1] + sampled
+        sampled_token_ids.append(sampled); rows.append(DraftRow(req, nc, q - num_rejected, num_rejected, True))
+    self._graph_write_back(g, reqs, sampled_token_ids)
+    if self._mtp_graph(): self._graph_propose(g, rows)
+    else:
+        g.write_back()
+        for row in rows: self._draft(row.req, row.start, row.num_verified, row.num_rejected, row.emit)
+    return req_ids, sampled_token_ids
+
+@patch
+def _graph_boundary_states(self:ModelRunner, reqs:list, num_computed:np.ndarray, q:int):
+    "The GDN states at KV-block boundaries the step's decode rows crossed, read from the pool after the replay (the eager forward keeps them as it goes)."
+    if not self.cache.state: return
+    hits = [(r.slot, j, int(c) + j + 1) for r, c in zip(reqs, num_computed) for j in range(q) if (int(c) + j + 1) % self.bs == 0]
+    if not hits: return
+    index = torch.tensor([(s, j) for s, j, _ in hits]).T
+    for name, pool in self.cache.state.items():
+        for (s, _, t), state in zip(hits, pool[index[0].to(pool.device), index[1].to(pool.device)]): self.cache.boundary_states[(name, s, t)] = state
+
+@patch
+def _graph_write_back(self:ModelRunner, g:DecodeGraph, reqs:list, sampled_token_ids:list):
+    "Fill the write-back inputs (`_write_back` of every row: computed count, last sampled, verified tokens)."
+    h, n, q = g.h, len(reqs), g.q
+    h['wb_slots'][:n] = [r.slot for r in reqs]
+    h['wb_num_computed'][:n] = [r.num_computed for r in reqs]
+    h['wb_last'][:n] = [s[-1] for s in sampled_token_ids]
+    for i, (r, s) in enumerate(zip(reqs, sampled_token_ids)):
+        h['wb_rows'][i * q:i * q + len(s)], h['wb_tokens'][i * q:i * q + len(s)] = r.slot, s
+        h['wb_cols'][i * q:i * q + len(s)] = np.arange(len(r.tokens) - len(s), len(r.tokens))
+
+@patch
+def _graph_propose(self:ModelRunner, g:DecodeGraph, rows:list):
+    "The MTP pass through its graph: each row's window (re-prefill rows from the slot, then the verified positions) on the host, one copy, one replay."
+    h, q, k, W, cache_rows, n = g.h, g.q, g.k, g.q, g.rows, len(rows)
+    if self.reprefill_state not in REPREFILL_STATES: raise ValueError(f'reprefill_state must be one of {REPREFILL_STATES}, got {self.reprefill_state!r}')
+    reqs, windows = [r.req for r in rows], []
+    for i, row in enumerate(rows):
+        req, start, last = row.req, row.start, row.start + row.num_verified - 1
+        num_reprefill = min(max(0, row.num_rejected - 1), start)  # `_reprefill_inputs`, on the host
+        written = min(num_reprefill, self.num_cached_rows[req.slot])
+        if self.reprefill_state == 'reset on add': num_reprefill = written
+        elif written < num_reprefill and self.on_stale_reprefill is not None:
+            self.on_stale_reprefill(req.req_id, range(start - num_reprefill, start - written))
+        width, pad = num_reprefill + row.num_verified, W - num_reprefill - row.num_verified
+        positions = list(range(start - num_reprefill, last + 1))
+        windows.append(positions)
+        a = i * W
+        h['d_ids'][a + pad + num_reprefill:a + W] = [req.tokens[p + 1] for p in range(start, last + 1)]
+        h['d_src'][a + pad:a + pad + num_reprefill] = g.R * q + req.slot * cache_rows + np.arange(cache_rows - num_reprefill, cache_rows)
+        h['d_cached'][a + pad:a + pad + num_reprefill] = 1
+        h['d_src'][a + pad + num_reprefill:a + W] = i * q + np.arange(row.num_verified)
+        h['d_pos'][a:a + W] = [positions[0]] * pad + positions
+        h['d_slot_mapping'][a + pad:a + W] = self._slot_mapping(torch.full((width,), req.slot), torch.tensor(positions)).numpy()
+        h['d_seq_lens'][i] = last + 1
+        n_cache = min(cache_rows, width)
+        h['d_keep'][i * cache_rows + cache_rows - n_cache:(i + 1) * cache_rows] = 1
+        self.num_cached_rows[req.slot] = n_cache
+    for _ in range(k): self._check_rows(reqs, windows)
+    g.write_back()
+    for row, d in zip(rows, g.run_drafter()[:n].tolist()):
+        row.req.drafts = d if row.emit else []
+        self._trim_hidden(row.req)

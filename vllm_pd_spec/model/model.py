@@ -46,6 +46,7 @@ class ForwardMeta:
     is_prefill:torch.Tensor|None=None # [R] GDN classification: True = prefill row, False = (spec-)decode row
     num_accepted:torch.Tensor|None=None # [R] decode rows: tokens accepted last step (start from entry n-1)
     causal:bool=True # False: every query attends to the whole context (DFlash's block)
+    uniform_decode:bool=False # every row a decode row of the same length (a captured step): GDN runs them at once, no host sync
 
     @property
     def num_reqs(self)->int: return self.seq_lens.numel()
@@ -130,6 +131,10 @@ def write_kv(cache:tuple, # (k_cache, v_cache), each [num_blocks, block_size, H,
             ):
     "Store keys and values at their slots (`reshape_and_cache`)."
     kc, vc = cache; nb, bs = kc.shape[:2]
+    if slot_mapping.is_cuda and torch.cuda.is_current_stream_capturing():  # a CUDA graph: no host sync; padding rows write the null block
+        kc.view(nb * bs, *kc.shape[2:])[slot_mapping] = k.to(kc.dtype)
+        vc.view(nb * bs, *vc.shape[2:])[slot_mapping] = v.to(vc.dtype)
+        return
     keep = slot_mapping >= 0
     s = slot_mapping[keep].long()
     if s.numel() and s.max() >= nb * bs: raise IndexError(f'slot {s.max().item()} outside the KV cache ({nb * bs} slots)')
@@ -247,6 +252,7 @@ class GDN(nn.Module):
     def paged(self, x, positions, meta:ForwardMeta, cache:ModelCache):
         "x [T, d]: prefill rows run from entry 0 (or zeros) and store the final state; decode rows run from entry `num_accepted-1` and store one state per token. States at KV-block boundaries go to `cache.boundary_states` (prefix caching)."
         q, k, v, g, beta = self.inputs(x)
+        if meta.uniform_decode: return self.out(self.decode_rows(q, k, v, g, beta, meta, cache.state[self.name]), x)
         pool, o = cache.state[self.name], torch.empty_like(v)
         qsl, seq_lens = meta.query_start_loc.tolist(), meta.seq_lens.tolist()
         slots, pre = meta.state_slots.tolist(), meta.is_prefill.tolist()
@@ -272,6 +278,21 @@ class GDN(nn.Module):
                 for j in range(b - a):
                     if (c0 + j + 1) % cache.block_size == 0: cache.boundary_states[(self.name, s, c0 + j + 1)] = hs[j].clone()
         return self.out(o, x)
+
+    def decode_rows(self, q, k, v, g, beta, meta:ForwardMeta, pool:torch.Tensor)->torch.Tensor:
+        "Every row a decode row of `T / R` tokens: one batched recurrent pass from entry `num_accepted-1`, a state per token into the pool; no host sync (CUDA graphs). The caller keeps block-boundary states."
+        R = meta.num_reqs; L = q.shape[0] // R
+        if L > pool.shape[1]: raise ValueError(f'decode rows of {L} tokens need {L} GDN state entries, the pool has {pool.shape[1]}')
+        slots, flat = meta.state_slots.long(), pool.view(-1, *pool.shape[2:])
+        start = slots * pool.shape[1] + meta.num_accepted.long() - 1
+        if q.is_cuda and triton is not None:  # the fused recurrent kernel, every row in one launch
+            o, hs = gdn_triton(q, k, v, g, beta, meta.query_start_loc, flat, start, return_all_states=True)
+        else:
+            rows = lambda t: t.reshape(R, L, *t.shape[1:])
+            o, _, hs = gdn_recurrent(*map(rows, (q, k, v, g, beta)), initial_state=flat[start], return_all_states=True)
+            o, hs = o.flatten(0, 1), hs.flatten(0, 1)
+        pool[slots, :L] = hs.view(R, L, *hs.shape[1:]).to(pool.dtype)
+        return o
 
 # %% ../../nbs/13_model.ipynb #5e93bbbf
 class Block(nn.Module):
