@@ -144,7 +144,7 @@ class Served:
     arm:Arm # the arm served
     outputs:list # each prompt's generated tokens, in order
     engine:object # the `PDPair`, or the one `LLMEngine`
-    observers:object # as given: a list (on the decoding engine) or `{'P': [...], 'D': [...]}`
+    observers:object # as attached: a list (on the decoding engine) or `{'P': [...], 'D': [...]}`
     num_blocks:int # the pool each engine had
     seconds:float=0.0 # wall time of the run
 
@@ -155,8 +155,10 @@ class Served:
     @property
     def stats(self): return self.engine.spec_stats
 
-def _observe(served_engines:tuple, observers)->None:
-    if observers is None: return
+def _observe(served_engines:tuple, observers):
+    "Attach `observers` (resolved first when it is a function of the engines); what was attached."
+    if callable(observers): observers = observers(served_engines)
+    if observers is None: return None
     if isinstance(observers, dict):
         bad = set(observers) - {'P', 'D'}
         if bad: raise ValueError(f"observers: the keys are 'P' and 'D', not {sorted(bad)}")
@@ -166,6 +168,7 @@ def _observe(served_engines:tuple, observers)->None:
             for o in obs: sides[side].add_observer(o)
     else:
         for o in observers: served_engines[-1].add_observer(o)
+    return observers
 
 def serve(arm:Arm, # what to build
           model, # the weights (their dtype is the engines')
@@ -175,7 +178,7 @@ def serve(arm:Arm, # what to build
           k:int=3, # drafts per step
           sampling=None, # a `SamplingParams` (default: greedy)
           transport:str='local', # the pair's transport: 'local' or 'nixl'
-          observers=None, # `StepObserver`s: a list (the decoding engine) or `{'P': [...], 'D': [...]}`
+          observers=None, # `StepObserver`s: a list (the decoding engine), `{'P': [...], 'D': [...]}`, or `observers(engines)` returning either
           max_tokens:int=128, # tokens per request
           max_num_seqs:int=8, # requests in flight per engine
           max_num_batched_tokens:int=512, # each engine's token budget per step
@@ -207,7 +210,7 @@ def serve(arm:Arm, # what to build
         e.runner.sampling = sampling or SamplingParams()
         for name, value in arm.runner.items(): setattr(e.runner, name, value)
         e.add_observer(StepObserver(on_schedule=lambda scheduler_output: preempted.update(scheduler_output.preempted_req_ids)))
-    _observe(engines, observers)
+    observers = _observe(engines, observers)
     t0 = time.time()
     outputs = engine.generate(prompts, max_tokens=max_tokens)
     if preempted: raise RuntimeError(f'{arm.name}: requests {sorted(preempted)} were preempted; the block pool ({num_blocks}) is too small')
