@@ -33,7 +33,7 @@ def first_decode_step(k:int, # MTP drafts per step
                 s.update(num_prompt=len(new_req.prompt_token_ids), num_computed=new_req.num_computed_tokens,
                          num_scheduled=scheduler_output.num_scheduled_tokens[new_req.req_id], num_draft=len(drafts),
                          placeholders=sum(t < 0 for t in drafts))
-    with torch_threads(1): serve(ARMS['0.33.0 V2'], model, [prompt], k=k, max_tokens=1, observers=[StepObserver(on_schedule=first_step)])
+    with torch_threads(1): serve(Arm('fixed', label='0.33.0'), model, [prompt], k=k, max_tokens=1, observers=[StepObserver(on_schedule=first_step)])
     return dict(k=k, **s, prompt_tokens_in_row=s['num_prompt'] - s['num_computed'],
                 **{rule: int(row_rules.num_decode_draft_tokens(rule, [s['num_scheduled']], [s['num_draft']], [s['num_computed']],
                                                                [s['num_prompt']], [s['num_prompt']], k)[0]) for rule in row_rules.ROW_RULES})
