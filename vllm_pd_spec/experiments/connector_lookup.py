@@ -16,7 +16,8 @@ from ..contracts.draft_groups import draft_group_ids
 from ..engine.kv_cache_manager import get_kv_cache_config, MambaSpec
 from ..engine.llm_engine import LLMEngine, make_config
 from ..engine.runner import ModelRunner, drafter_layer_names
-from ..engine.kv_groups import cache_groups, engine_with
+from ..engine.kv_groups import cache_groups
+from .common import engine_with
 from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker
 from ..model.drafters import load_model
 from .common import torch_threads, differing

@@ -17,7 +17,8 @@ from ..engine.llm_engine import LLMEngine, make_config, EngineDeadError
 from ..engine.request import Request
 from ..engine.runner import ModelRunner, drafter_layer_names
 from ..engine.transport import LocalTransport, PDConnectorWorker
-from ..engine.kv_groups import cache_groups, engine_with
+from ..engine.kv_groups import cache_groups
+from .common import engine_with
 from vllm_pd_spec.engine.offload import (CPUStore, OffloadConfig, StoreAssertionError, MultiConnectorWorker, attach_offload,
     offload_worker)
 from ..model.drafters import load_model, model_prompts

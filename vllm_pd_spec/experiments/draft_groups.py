@@ -16,7 +16,8 @@ from vllm_pd_spec.contracts.draft_groups import (consumer_drop_group_ids, decode
 from ..engine.llm_engine import LLMEngine, make_config
 from ..engine.runner import drafter_layer_names
 from ..engine.transport import LocalTransport
-from ..engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, engine_with, TransferSetWorker, DraftGroupRunner
+from ..engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, TransferSetWorker, DraftGroupRunner
+from .common import engine_with
 from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker
 from ..model.drafters import load_model, model_prompts
 from .common import torch_threads, differing

@@ -15,7 +15,7 @@ from ..engine.kv_cache_manager import get_kv_cache_config
 from ..engine.llm_engine import LLMEngine, make_config
 from ..engine.runner import ModelRunner, drafter_layer_names
 from ..engine.transport import LocalTransport, PDConnectorWorker
-from ..engine.kv_groups import engine_with
+from .common import engine_with
 from ..engine.state_exchange import SlotListRunner, StateExchangeWorker, PAIRINGS
 from ..model.drafters import load_model, model_prompts
 from .common import torch_threads, differing
