@@ -101,13 +101,13 @@ endif
 clean:
 	rm -rf _proc _site_src build *.egg-info
 
-# A soak of the P/D pair (nbs/92_soak): 20,000 requests in-process, 5,000 over NIXL; the reports kept in nbs/runs/soak.json.
+# A soak of the P/D pair (nbs/61_soak): 20,000 requests in-process, 5,000 over NIXL; the reports kept in nbs/runs/soak.json.
 .PHONY: soak
 soak: install-dev
 	nice $(BIN)/vllm-pd-spec soak --requests 20000 --save soak
 	nice $(BIN)/vllm-pd-spec soak --requests 5000 --transport nixl --save soak
 
-# ---- Audit a real vLLM (nbs/07_audit): a CPU-only vLLM in its own venv; a CUDA torch is never installed. ----
+# ---- Audit a real vLLM (nbs/72_audit): a CPU-only vLLM in its own venv; a CUDA torch is never installed. ----
 # torch (CPU build) first and pinned by a constraint; vLLM's pure-Python requirements from its wheel's
 # METADATA (tools/vllm_requirements.py drops torch* and the GPU kernel packages); then vLLM itself --no-deps.
 VLLM_VERSION ?= 0.33.0

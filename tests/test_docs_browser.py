@@ -8,7 +8,7 @@ from nbdev.config import nbpath2html
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT/'tools'))
-import cdp, check_site  # noqa: E402
+import cdp, check_site, prep_docs  # noqa: E402
 DOCS = Path(os.environ.get('DOCS_DIR') or ROOT/'docs')
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not cdp.chromium_path(), reason='headless Chromium not installed (`make browser` installs it)'),
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser,
 def page_for(nb): return nbpath2html(nb).name  # nbdev's own page name for a notebook
 
 NOTEBOOKS = sorted((ROOT/'nbs').glob('*.ipynb'))
-FIX_PAGES = [page_for(nb) for nb in NOTEBOOKS if re.match(r'0[1-6]_', nb.name)]  # fixes 1-6, one page each
+FIX_PAGES = [p + '.html' for s, ps in prep_docs.NAV if s == 'The six fixes' for p in ps]  # fixes 1-6, one page each
 WIDTH = 1280
 
 # What one page shows at WIDTH: its h1s; every block but source code that is wider than the content column (its
@@ -119,13 +119,13 @@ def test_index_renders_with_sidebar(seen):
 
 def test_diagrams_are_drawn_into_the_page(seen):
     "The sequence diagram is an SVG drawn when the site was built: no diagram library is loaded by the page."
-    assert seen[page_for(ROOT/'nbs'/'40_pd_meets_spec.ipynb')]['diagrams'] >= 1
+    assert seen[page_for(ROOT/'nbs'/'90_pd_meets_spec.ipynb')]['diagrams'] >= 1
     assert not (DOCS/'assets/vendor/mermaid').exists()
 
 def test_phone_width_pages_fit(server, browser):
     "At 390 px the page itself never scrolls sideways; a wide table or diagram scrolls inside its own box."
     tab = browser.tab(390, 844)
-    for nb in ('index.ipynb', '40_pd_meets_spec.ipynb', '02_prefill_backoff.ipynb', '08_explain.ipynb'):
+    for nb in ('index.ipynb', '90_pd_meets_spec.ipynb', '02_prefill_backoff.ipynb', '79_explain.ipynb'):
         tab.goto(f'{server}/{page_for(nb)}', settle=0.1)
         assert tab.eval('document.documentElement.scrollWidth <= innerWidth'), nb
 

@@ -31,7 +31,7 @@ def test_math_ships_with_the_site_and_diagrams_are_drawn():
     "KaTeX's stylesheet and fonts ship; diagrams are inline SVG, so no page loads a diagram library (or megabytes)."
     assert (DOCS/'assets/vendor/katex/katex.min.css').exists() and list((DOCS/'assets/vendor/katex/fonts').glob('*.woff2'))
     assert not (DOCS/'assets/vendor/mermaid').exists()
-    page = (DOCS/nbpath2html('40_pd_meets_spec.ipynb').name).read_text()
+    page = (DOCS/nbpath2html('90_pd_meets_spec.ipynb').name).read_text()
     assert '<div class="diagram"' in page and '<svg id="diagram-' in page and 'class="mermaid"' not in page
     heavy = {p.name: p.stat().st_size for p in DOCS.rglob('*') if p.is_file() and p.suffix in ('.js', '.css', '.html')
              and p.stat().st_size > 1_500_000}
@@ -56,7 +56,7 @@ def test_pages_name_nothing_outside_the_project():
 @needs_site
 def test_index_reaches_audit_explain_use_and_glossary():
     links = {l for _, l in check_site.parse(DOCS/'index.html').links}
-    for nb in ('07_audit', '08_explain', '91_use', '41_glossary', '40_pd_meets_spec'):
+    for nb in ('72_audit', '79_explain', '93_use', '91_glossary', '90_pd_meets_spec'):
         assert nbpath2html(nb + '.ipynb').name in links, nb
 
 # ---- the prep step (no site needed) ----
@@ -77,7 +77,7 @@ def test_citations_become_links():
     assert prep_docs.cite_links('[PR #1234](https://x.org/#1234) `abcdefg` `1234567`') == '[PR #1234](https://x.org/#1234) `abcdefg` `1234567`'
 
 def test_links_to_notebooks_point_to_pages():
-    assert prep_docs.own_links('[x](06a_guard_contract.ipynb#a) [y](lookahead.html) [z](https://h.org/a.html)') == \
+    assert prep_docs.own_links('[x](06_guard_contract.ipynb#a) [y](lookahead.html) [z](https://h.org/a.html)') == \
         '[x](guard_contract.md#a) [y](lookahead.md) [z](https://h.org/a.html)'
 
 def test_exports_cells_show_their_source():
@@ -91,7 +91,7 @@ def test_outputs_render_as_tables_text_and_images():
     assert page.output({'output_type': 'execute_result', 'data': {'text/markdown': '| a |\n|---|\n| 1 |'}}).startswith('| a |')
     assert 'nb-html' in page.output({'output_type': 'display_data', 'data': {'text/html': '<table></table>'}})
     assert page.output({'output_type': 'stream', 'name': 'stdout', 'text': 'x' * 20}).startswith('```{ .text .nb-output }')
-    png = '' .join(json.loads((ROOT/'nbs/45_plotting.ipynb').read_text())['cells'][-1]['outputs'][0]['data']['image/png'])
+    png = '' .join(json.loads((ROOT/'nbs/00a_plotting.ipynb').read_text())['cells'][-1]['outputs'][0]['data']['image/png'])
     img = page.output({'output_type': 'display_data', 'data': {'image/png': png, 'text/plain': 'Two lines.'}})
     assert 'alt="Two lines."' in img and page.images and page.missing_alt == []
 
@@ -103,12 +103,16 @@ def test_a_table_after_printed_text_stays_a_table():
         {'output_type': 'execute_result', 'data': {'text/markdown': '| a |\n|---|\n| 1 |'}}]})
     assert '<table>' in markdown.markdown(md, extensions=['tables', 'attr_list', 'md_in_html', 'pymdownx.superfences'])  # as the site
 
-def test_nav_is_generated_by_notebook_number():
-    assert prep_docs.section('01_lookahead.ipynb') == prep_docs.section('06c_x.ipynb') == 'The six fixes'
-    assert prep_docs.section('14_engine_scheduler.ipynb') == 'Engine'
-    assert prep_docs.section('22_model.ipynb') == 'Model and runner'
-    assert prep_docs.section('07_audit.ipynb') == prep_docs.section('90_cli.ipynb') == 'Tools'
-    assert prep_docs.section('00_config.ipynb') == prep_docs.section('41_glossary.ipynb') == 'Background and reference'
+def test_nav_is_one_map_then_floors():
+    "Start pages, the six fixes' pages and beyond the six by name (`NAV`); every other notebook by its floor."
+    assert prep_docs.section('90_pd_meets_spec.ipynb') == prep_docs.section('91_glossary.ipynb') == 'Start here'
+    assert prep_docs.section('01_lookahead.ipynb') == prep_docs.section('20_triton_kernel_guard.ipynb') == 'The six fixes'
+    assert prep_docs.section('09a_draft_groups.ipynb') == 'Beyond the six'
+    assert prep_docs.section('00_config.ipynb') == prep_docs.section('06_guard_contract.ipynb') == 'Config and contracts'
+    assert prep_docs.section('13_model.ipynb') == 'Model' and prep_docs.section('24_kernel_bench.ipynb') == 'Kernels'
+    assert prep_docs.section('34_engine_scheduler.ipynb') == prep_docs.section('36_runner.ipynb') == 'Engine'
+    assert prep_docs.section('51_lookahead_experiment.ipynb') == prep_docs.section('61_soak.ipynb') == 'Experiments'
+    assert prep_docs.section('72_audit.ipynb') == 'Audit, plugin and explain' and prep_docs.section('80_cli.ipynb') == 'Command line'
     assert prep_docs.section('index.ipynb') is None
     assert prep_docs.nav_title('`vllm-pd-spec explain`', 'explain') == 'vllm-pd-spec explain'
 

@@ -14,7 +14,7 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 start=$(date +%s)
 # Timed notebooks run alone, one after the other, after the rest: a benchmark sharing the machine with other
 # notebooks measures them too.
-BENCH='06_triton_kernel_guard.ipynb 06b_kernel_bench.ipynb'
+BENCH='20_triton_kernel_guard.ipynb 24_kernel_bench.ipynb'
 if [ -z "${ONLY_BENCH:-}" ]; then
   nbdev-test --flags "gpu slow" --save --n-workers 4 --timing --skip-file-re '^(_|06_triton|06b_)' 2>&1 | tee "$OUT/nbdev-test.log"; nb_rc=${PIPESTATUS[0]}
 else nb_rc=0; fi

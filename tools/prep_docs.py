@@ -19,13 +19,15 @@ step applies them and writes each notebook as a markdown page:
   `#| fig-alt:` or the output's text as alt text;
 - ```` ```mermaid ```` diagrams drawn to inline SVG now, by the pinned Mermaid in headless Chromium
   (`inline_diagrams`): no page loads a diagram library;
-- links to notebooks (`06a_guard_contract.ipynb#anchor`) point to their pages; upstream citations
+- links to notebooks (`06_guard_contract.ipynb#anchor`) point to their pages; upstream citations
   (`#55055`, `vllm/v1/...py`, commit hashes) become links to vLLM on GitHub (`cite_links`); a prose line
   that starts with `#` and a digit (`#54926 reports ...`) is linked or escaped, never a heading (and named
   on stderr: `hash_digit_lines`).
 
-Pages are named as nbdev names them (`01_lookahead.ipynb` -> `lookahead.html`); the nav groups notebooks by
-the number that starts their file name (`SECTIONS`), in file order, so a new notebook slots in by its name.
+Pages are named as nbdev names them (`01_lookahead.ipynb` -> `lookahead.html`). The nav is one explicit map:
+the start pages, the six fixes' pages and the pages beyond the six by name (`NAV`, in that order), then every
+other notebook by its floor, the first digit of its number (`FLOORS`, in file order), so a new notebook slots
+in by its number (tools/renumber.py names the floors).
 """
 import ast, base64, html, io, json, pprint, re, shutil, sys, yaml
 from nbdev.config import nbpath2html
@@ -35,14 +37,25 @@ UPSTREAM = 'https://github.com/vllm-project/vllm'
 UPSTREAM_TAG = 'v0.33.0'  # cited upstream files link to this release's tree
 MAX_IMG_PX = 1600         # twice the content column: sharp on a high-density screen, no larger
 
-SECTIONS = [  # (nav section, pattern on the notebook's leading number); first match wins, in this order
-    ('The six fixes', r'0[1-6]$'),
-    ('Beyond the six', r'09$'),
-    ('Engine', r'1\d$'),
-    ('Model and runner', r'2\d$'),
-    ('Tools', r'0[78]$|9\d$'),
-    ('Background and reference', r'\d+$'),
+NAV = [  # (nav section, its pages by name: the notebook's name without its number), first, in this order
+    ('Start here', ['pd_meets_spec', 'glossary']),
+    ('The six fixes', ['lookahead', 'prefill_backoff', 'truncation_ordering', 'dflash_slots', 'gdn_decode_detection',
+                       'triton_kernel_guard']),
+    ('Beyond the six', ['draft_groups', 'state_slots', 'draft_accounting', 'connector_lookup', 'waiting_queue']),
 ]
+FLOORS = [  # (nav section, the first digit of the notebook's number) for every other numbered notebook, in file order
+    ('Config and contracts', '0'),
+    ('Model', '1'),
+    ('Kernels', '2'),
+    ('Engine', '3'),
+    ("Experiments' kit", '4'),
+    ('Experiments', '5'),
+    ('Experiments', '6'),
+    ('Audit, plugin and explain', '7'),
+    ('Command line', '8'),
+    ('Findings and use', '9'),
+]
+SECTIONS = list(dict.fromkeys([s for s, _ in NAV] + [s for s, _ in FLOORS]))  # the nav's sections, in order
 
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)\s*:?\s*(.*)$')
 _ANSI = re.compile(r'\x1B(?:[@-Z\\-_]|\[[0-?]*[ -/]*[@-~])')
@@ -61,17 +74,28 @@ def _false(d, k): return str(d.get(k)).lower() == 'false'
 
 # ---- links ----
 
+def page_stem(nb_name):
+    "A notebook's page name without extension (`36_runner.ipynb` -> `runner`), as nbdev names its page."
+    return nbpath2html(Path(nb_name).with_suffix('.ipynb').name).stem
+
 def section(nb_name):
-    "The nav section of a notebook by its leading number (None for the index and unnumbered notebooks)."
-    m = re.match(r'(\d+)', nb_name)
-    return next(s for s, pat in SECTIONS if re.match(pat, m.group(1))) if m else None
+    "The nav section of a notebook: by name (`NAV`), else by its floor (`FLOORS`); None for unnumbered notebooks."
+    m = re.match(r'(\d)\d*[a-z]?_', Path(nb_name).name)
+    if not m: return None
+    named = next((s for s, pages in NAV if page_stem(nb_name) in pages), None)
+    return named or next(s for s, digit in FLOORS if m.group(1) == digit)
+
+def _nav_key(nb_name):
+    "Sort key of a notebook within its section: a named page by its place in `NAV`, other pages by file name."
+    pages = next((pages for s, pages in NAV if page_stem(nb_name) in pages), None)
+    return (pages.index(page_stem(nb_name)) if pages else 0, nb_name)
 
 def page_name(nb_path):
     "nbdev's html name for a notebook (`nbdev.config.nbpath2html`), as a notebook file name."
     return nbpath2html(nb_path).with_suffix('.ipynb').name
 
 def own_links(md, ext='.md'):
-    "Point links to notebooks (`06a_guard_contract.ipynb#x`) and pages (`guard_contract.html#x`) at page sources."
+    "Point links to notebooks (`06_guard_contract.ipynb#x`) and pages (`guard_contract.html#x`) at page sources."
     md = re.sub(r'\]\((?!https?:)([\w./-]*?)([\w-]+)\.ipynb(#[^)\s]*)?\)',
                 lambda m: f'](' + Path(page_name(m.group(2)+'.ipynb')).stem + ext + (m.group(3) or '') + ')', md)
     return re.sub(r'\]\(([\w-]+)\.html(#[^)\s]*)?\)', lambda m: f']({m.group(1)}{ext}{m.group(2) or ""})', md)
@@ -343,7 +367,7 @@ def prep(src_dir, dst_dir):
     shutil.rmtree(pages, ignore_errors=True)
     (pages/'img').mkdir(parents=True)
     nav, groups, mds = [], {}, {}
-    for p in sorted(src_dir.glob('*.ipynb'), key=lambda p: (p.name != 'index.ipynb', p.name)):
+    for p in sorted(src_dir.glob('*.ipynb'), key=lambda p: (p.name != 'index.ipynb', _nav_key(p.name))):
         name = Path(page_name(p)).with_suffix('.md').name
         nb = json.loads(p.read_text())
         page, mds[name], title = nb_page(nb, name)
@@ -354,7 +378,7 @@ def prep(src_dir, dst_dir):
         sec = section(p.name)
         if sec is None: nav.append(entry)
         else: groups.setdefault(sec, []).append(entry)
-    nav += [{s: groups[s]} for s, _ in SECTIONS if s in groups]
+    nav += [{s: groups[s]} for s in SECTIONS if s in groups]
     for name, md in inline_diagrams(mds).items(): (pages/name).write_text(md)
     shutil.copy(Path(__file__).parent/'extra.css', pages/'extra.css')
     cfg = {'INHERIT': str(Path('mkdocs.yml').resolve()), 'docs_dir': str(pages.resolve()), 'nav': nav,
