@@ -6,7 +6,7 @@
 #   sweep   fix 2's full greedy sweep, one process per setting on the machine's CPU cores (tools/fix2_arms.py); with
 #           SWEEP_CPUS (e.g. 2-15) it runs in the background on those cores and the later steps on FG_CPUS (e.g. 0-1),
 #           so that the GPU steps' host thread has a core of its own; it is waited for before `times`
-#   test    make gpu-test GPU_PY=python3: every notebook with the gpu and slow flags (SKIP_RE), then pytest -m "gpu or slow"
+#   test    make gpu-test GPU_PY=python3: every notebook with the gpu and slow flags but SKIP_RE's, then pytest -m "gpu or slow"
 #   pytest  only pytest -m "gpu or slow"; tests that fail are run again with the wheels in $ALT_WHL first on the path
 #           (e.g. an older numpy: Triton's interpreter before 3.7 fails with numpy >= 2.4, triton-lang/triton#9171)
 #   nbs     the notebooks in NBS only (nbdev-test), with $ALT_WHL first on the path when it is set
@@ -41,7 +41,7 @@ wait_sweep() {
   kill -0 $SWEEP_PID 2>/dev/null && { echo "== sweep cut at the deadline"; kill $SWEEP_PID; rc=1; }
   wait $SWEEP_PID; cat $R/sweep.log; SWEEP_PID=
 }
-SKIP_RE=${SKIP_RE:-^(_|02b_)}
+SKIP_RE=${SKIP_RE:-^(_|52_)}  # 52: its slow cell is the serial sweep, which `sweep` times on many cores
 for s in $STEPS; do case $s in
   times) wait_sweep; step $R/times.log python3 tools/reproduce_times.py --device ${TIMES_DEVICE:-cuda} --fixes ${FIXES:-1,2,3,4,5,6} ${WHOLE:+--whole} \
            --out $R/reproduce_times_h200.json ;;
