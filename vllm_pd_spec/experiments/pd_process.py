@@ -210,7 +210,7 @@ def build_llm_engine(role:str, # 'prefill', 'decode' or 'standalone'
                      device:str='cpu', # model and cache device
                      num_blocks:int=256, # KV blocks per engine
                      fixes=None, # a `Fixes` (default: all on)
-                     model:str='tiny-hybrid', # a shipped model (`load_model`'s names)
+                     model:str='text-hybrid', # a shipped model (`load_model`'s names; 'tiny-hybrid' is the unit tests' fixture)
                     )->LLMEngine:
     "The `LLMEngine` with a shipped model."
     from vllm_pd_spec.config import Fixes
