@@ -126,3 +126,17 @@ def build_connector_meta(self:PDConnectorScheduler, scheduler_output=None)->PDCo
     meta = PDConnectorMetadata(self._reqs_need_recv, self._reqs_need_send, self._send_block_hashes)
     self._reqs_need_recv, self._reqs_need_send, self._send_block_hashes = {}, {}, {}
     return meta
+
+# %% ../../nbs/13_engine_connector.ipynb #fe84f08e
+@patch
+def prefill_backoff(self:PDConnectorScheduler)->int:
+    "The prompt tokens P leaves for D, as this connector computes them (its `_prefill_backoff`)."
+    return self._prefill_backoff()
+
+@patch
+def override_prefill_backoff(self:PDConnectorScheduler, rule # `rule(has_mamba, lookahead) -> int`, in place of the connector's own
+                            ):
+    "Make this connector's backoff `rule(has_mamba, lookahead)` (an experiment's arm; P's and D's must agree)."
+    if not callable(rule): raise TypeError(f'rule={rule!r}: a function (has_mamba, lookahead) -> int')
+    L = lookahead.num_prefill_lookahead_tokens(self.vllm_config.speculative_config)
+    self._prefill_backoff = lambda: rule(self._has_mamba, L)

@@ -6,69 +6,47 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.htm
 
 # %% auto #0
 __all__ = ['LEGACY_0271', 'FIXES_0290', 'ARMS', 'ARM_0290', 'TOL', 'MODELS', 'KS', 'NUM_SEEDS', 'PROMPT_LEN', 'MAX_TOKENS',
-           'TEMPERATURE', 'DEFAULT', 'QUICK', 'VARIANTS', 'FULL', 'SWEEP_RUN', 'SEED_FIGURE', 'NOTES', 'Arm',
-           'use_backoff', 'StepLog', 'Continuation', 'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census',
-           'predicted', 'num_matched', 'serve_arm', 'serve', 'taint', 'acceptance', 'prompt_set', 'run_setting',
-           'sweep_config', 'sweep_setup', 'run', 'arms_table', 'plot_heat', 'plot_acceptance', 't975', 'mean_ci',
-           'paired', 'summarize', 'setting', 'plot_sweep', 'plot_by_step', 'sweep_table', 'save_run', 'load_run']
+           'TEMPERATURE', 'DEFAULT', 'QUICK', 'VARIANTS', 'FULL', 'SWEEP_RUN', 'SEED_FIGURE', 'NOTES', 'StepLog',
+           'Continuation', 'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census', 'predicted', 'num_matched',
+           'serve_arm', 'taint', 'acceptance', 'prompt_set', 'run_setting', 'sweep_config', 'sweep_setup', 'run',
+           'arms_table', 'plot_heat', 'plot_acceptance', 't975', 'mean_ci', 'paired', 'summarize', 'setting',
+           'plot_sweep', 'plot_by_step', 'sweep_table']
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #9f5d71ce
 # Over 400 lines: the arms, the census and the sweep of one experiment; each function is short.
-import json, math, time, torch
-from dataclasses import dataclass
-from pathlib import Path
+import math, time, torch
+from dataclasses import replace
 from statistics import mean, stdev
-from ..config import Fixes, SchedulerConfig, CacheConfig, cdiv
+from ..config import Fixes
 import vllm_pd_spec.contracts.backoff
 from .. import contracts
-from ..contracts import lookahead
-from ..engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
+from ..engine.llm_engine import LLMEngine, StepObserver
 from ..engine.runner import SamplingParams
-from ..model.drafters import SpecModel, load_model
-from ..model.drafters import model_prompts
-from .common import ExperimentResult, torch_threads, check_device, check_transport, make_transport
+from ..model.drafters import SpecModel, load_model, model_prompts
+from . import common
+from .common import (ExperimentResult, Arm, arms, serve, kv_slots, reader_table, save_run, load_run,
+                                             torch_threads, check_device, check_transport)
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #3aef547d
-@dataclass(frozen=True)
-class Arm:
-    "One named configuration of the engine."
-    name:str # the key in `ARMS` and in the JSON
-    pd:bool # a P/D pair (else one standalone engine)
-    fixes:Fixes # which fixes are on
-    handoff:bool # the P/D hidden-state hand-off (`LLMEngine(handoff=...)`)
-    backoff:object=None # None: the connectors' own `_prefill_backoff`; else `backoff(has_mamba, lookahead) -> int` on both
-    ours:bool=False # a combination of the project's, not a shipped or an upstream configuration
-    what:str='' # in words
-    label:str='' # the code it stands for: a release, upstream main, or ours
-    reprefill_state:str='slot' # the runner's per-slot re-prefill rows: 'slot' (vLLM's) or 'reset on add' (ours)
-
 LEGACY_0271 = Fixes().off('lookahead_contract', 'prefill_backoff', 'truncation_ordering', 'gdn_decode_detection')
 FIXES_0290 = Fixes().off('prefill_backoff', 'gdn_decode_detection')
 
-ARMS = {a.name: a for a in (
-    Arm('legacy', True, LEGACY_0271, False, label='0.27.1',
+ARMS = arms(
+    Arm('legacy', LEGACY_0271, 'legacy', label='0.27.1',
         what='vLLM 0.27.1: every fix it lacks is off (1: the lookahead contract; 2: the Mamba-only backoff, 1 token with GDN '
              'layers, else 0; 3: truncation in get_num_new_matched_tokens; 5: the 0.27.1 row rule), no hand-off'),
-    Arm('backoff', True, Fixes(), False, label='0.33.0', what='vLLM 0.33.0 (#55055): backoff max(1 if GDN, L - 1), no hand-off'),
-    Arm('reset on add', True, Fixes(), False, ours=True, reprefill_state='reset on add', label='ours (0.33.0 + reset on add)',
+    Arm('backoff', role='fixed', label='0.33.0', what='vLLM 0.33.0 (#55055): backoff max(1 if GDN, L - 1), no hand-off'),
+    Arm('reset on add', role='ours', runner=dict(reprefill_state='reset on add'), label='ours (0.33.0 + reset on add)',
         what="ours: 0.33.0, and a request never re-prefills the drafter's per-slot rows it did not write (the remedy for D's padded first step)"),
-    Arm('handoff', True, Fixes(), True, backoff=contracts.backoff.handoff_prefill_backoff, label='upstream main (opt-in prototype)',
+    Arm('handoff', role='upstream', engine=dict(handoff=True), backoff=contracts.backoff.handoff_prefill_backoff, label='upstream main (opt-in prototype)',
         what="upstream main's opt-in prototype: P computes every prompt token and ships its last max(1, L) hidden "
              "states; D samples from them and runs no target forward for prompt positions; no backoff"),
-    Arm('backoff+handoff', True, Fixes(), True, ours=True, label='ours', what="ours: 0.33.0's backoff and the hand-off together"),
-    Arm('standalone', False, Fixes(), False, label='0.33.0, no P/D', what='one engine, no P/D: the reference'),
-)}
+    Arm('backoff+handoff', role='ours', engine=dict(handoff=True), label='ours', what="ours: 0.33.0's backoff and the hand-off together"),
+    Arm('standalone', role='reference', pd=False, label='0.33.0, no P/D', what='one engine, no P/D: the reference'),
+)
 # 0.29.0 differs from 0.27.1 only in fixes 1 and 3, which change nothing on these prompts (shown below): not an arm of the sweep
-ARM_0290 = Arm('0.29.0', True, FIXES_0290, False, label='0.29.0',
+ARM_0290 = Arm('0.29.0', FIXES_0290, 'legacy', label='0.29.0',
                what="vLLM 0.29.0: fix 1's numbers and fix 3's ordering already there, the Mamba-only backoff (no #55055), the 0.27.1 row rule")
-
-def use_backoff(engine:LLMEngine, # one engine of a P/D pair
-                backoff, # `backoff(has_mamba, lookahead) -> int`
-               ):
-    "Make the engine's connector use `backoff` instead of its own `_prefill_backoff` (both sides must agree)."
-    c = engine.scheduler.connector
-    L = lookahead.num_prefill_lookahead_tokens(c.vllm_config.speculative_config)
-    c._prefill_backoff = lambda: backoff(c._has_mamba, L)
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #eab3d237
 class StepLog(StepObserver):
@@ -121,8 +99,7 @@ def prompt_drafter_kv(runner, # an engine's `ModelRunner`
                       num_modules:int, # drafter modules in use (`drafter_modules`: k for MTP, 1 for EAGLE)
                      )->torch.Tensor:
     "The drafter modules' cache entries at the request's prompt positions: `[modules, prompt positions, width]` (keys and values; a conv MTP depth's convolution state after them)."
-    r = runner.requests[req_id]
-    slots = torch.tensor(runner._slots(r, range(r.prompt_len)))
+    slots = torch.tensor(kv_slots(runner, req_id, range(runner.requests[req_id].prompt_len)))
     rows = []
     for name in runner.drafter_layers[:num_modules]:
         own = [name] + [n for n in runner.drafter_layers if n.startswith(name + '.')]  # `mtp.j.sconv.*`: a conv MTP depth's state
@@ -130,9 +107,10 @@ def prompt_drafter_kv(runner, # an engine's `ModelRunner`
     return torch.stack(rows).cpu()
 
 class FinalKV(StepObserver):
-    "Each request's prompt-position drafter KV in the step that finishes it (before its blocks are reused)."
+    "Each request's prompt-position drafter KV in the step that finishes it (before its blocks are reused), and the positions its runner re-prefilled from rows it never wrote."
     def __init__(self, engine:LLMEngine, num_modules:int):
-        super().__init__(); self.engine, self.num_modules, self.kv = engine, num_modules, {}
+        super().__init__(); self.engine, self.num_modules, self.kv, self.stale = engine, num_modules, {}, {}
+        engine.runner.on_stale_reprefill = lambda req_id, positions: self.stale.setdefault(req_id, set()).update(positions)
 
     def on_output(self, scheduler_output, model_runner_output, outputs):
         "Copy the drafter KV of the requests this step finished."
@@ -210,71 +188,22 @@ def serve_arm(arm:Arm|str, # an arm, or its name in `ARMS`
          )->dict:
     "Serve `prompts` in one arm: outputs, the decoder's `SpecDecodingStats` (vLLM's, drafted-only), `StepLog`, final drafter KV, P's continuations, stale re-prefills."
     arm = ARMS[arm] if isinstance(arm, str) else arm
-    sched = SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
-    # room for every request at once: P holds a finished prompt's blocks until D has read them, and the GDN group
-    # draws on the same pool
-    groups = 1 + any(kind == 'gdn' for kind in model.args.layer_kinds)
-    blocks = groups * max(len(prompts), max_num_seqs) * (cdiv(max(map(len, prompts)) + max_tokens + 2 * k + 2, 16) + 1) + 2
-    kw = dict(device=device, dtype=next(model.parameters()).dtype, handoff=arm.handoff)
-    if arm.pd:
-        pair = PDPair(method, k, arm.fixes, model, transport=make_transport(transport, len(prompts)), scheduler_config=sched,
-                      cache_config=CacheConfig(num_gpu_blocks=blocks), **kw)
-        engine, decoder, engines = pair, pair.D, (pair.P, pair.D)
-        if (backoff or arm.backoff) is not None:
-            for e in engines: use_backoff(e, backoff or arm.backoff)
-        if remote_backoff is not None: use_backoff(pair.D, remote_backoff)
-        cont = pair.P.add_observer(Continuation())
-    else:
-        config = make_config(method, k, fixes=arm.fixes, model=model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=blocks))
-        engine = decoder = LLMEngine(config, model, **kw)
-        engines, cont = (engine,), None
-    preempted, stale = set(), {}
-    for e in engines:
-        e.runner.sampling, e.runner.reprefill_state = sampling, arm.reprefill_state
-        e.add_observer(StepObserver(on_schedule=lambda so: preempted.update(so.preempted_req_ids)))
-    num_modules = contracts.backoff.drafter_modules(decoder.runner.cfg.speculative_config)
-    log, kv = decoder.add_observer(StepLog()), decoder.add_observer(FinalKV(decoder, num_modules))
-    decoder.runner.on_stale_reprefill = lambda req_id, positions: stale.setdefault(req_id, set()).update(positions)
-    outputs = engine.generate(prompts, max_tokens=max_tokens)
-    # a preempted request is recomputed from scratch on its engine: its census would say nothing about the hand-off
-    if preempted: raise RuntimeError(f'{arm.name}: requests {sorted(preempted)} were preempted; the block pool ({blocks}) is too small')
-    b, b_d = ((engines[0].scheduler.connector._prefill_backoff(), engines[1].scheduler.connector._prefill_backoff())
-              if arm.pd else (0, 0))
-    return dict(arm=arm.name, outputs=outputs, stats=engine.spec_stats, stats_drafted=decoder.scheduler.spec_decoding_stats_drafted,
-                log=log, kv=kv.kv, continuation=cont.tokens if cont else {}, stale=stale, reset_on_add=arm.reprefill_state == 'reset on add',
-                backoff=b, remote_backoff=b_d, handoff_window=decoder.runner.handoff_window if arm.pd else 0, method=method,
-                num_modules=num_modules)
+    if backoff is not None and arm.pd: arm = replace(arm, backoff=backoff)
+    def observers(engines):
+        D = engines[-1]
+        if remote_backoff is not None: D.scheduler.connector.override_prefill_backoff(remote_backoff)
+        watch = dict(D=[StepLog(), FinalKV(D, contracts.backoff.drafter_modules(D.runner.cfg.speculative_config))])
+        return watch | (dict(P=[Continuation()]) if len(engines) == 2 else {})
+    s = serve(arm, model, prompts, method=method, k=k, sampling=sampling, transport=transport, observers=observers, max_tokens=max_tokens,
+              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, device=device)
+    (log, kv), cont = s.observers['D'], s.observers.get('P', [None])[0]
+    b, b_d = (e.scheduler.connector.prefill_backoff() for e in s.engines) if arm.pd else (0, 0)
+    return dict(arm=arm.name, outputs=s.outputs, stats=s.stats, stats_drafted=s.decoder.scheduler.spec_decoding_stats_drafted,
+                log=log, kv=kv.kv, continuation=cont.tokens if cont else {}, stale=kv.stale, reset_on_add=arm.reprefill_state == 'reset on add',
+                backoff=b, remote_backoff=b_d, handoff_window=s.decoder.runner.handoff_window if arm.pd else 0, method=method,
+                num_modules=kv.num_modules)
 
 # %% ../../nbs/02b_prefill_backoff_experiment.ipynb #4c15857d
-def serve(mode:str, # 'standalone' or 'pd'
-          k:int, # MTP drafts per step (= MTP modules used)
-          prompts:list, # token-id lists
-          max_tokens:int, # tokens per request
-          fixes:Fixes=Fixes(), # which fixes are on
-          model:SpecModel|None=None, # default: the shipped weights in float64
-          device:str='cpu', # where the engine runs
-          max_num_seqs:int=8, # requests in flight per engine (concurrency)
-          method:str='mtp', # the drafter
-          transport:str='local', # the P/D pair's transport: 'local' or 'nixl'
-          **engine_kw, # more `LLMEngine` arguments (e.g. `handoff=False`)
-         )->dict:
-    "Serve `prompts` once; outputs, the decode side's `SpecDecodingStats` and a `StepLog`."
-    model = model if model is not None else load_model(dtype=torch.float64)
-    scheduler_config = SchedulerConfig(max_num_seqs=max_num_seqs)
-    kw = dict(device=device, dtype=next(model.parameters()).dtype) | engine_kw
-    if mode == 'standalone':
-        engine = LLMEngine(make_config(method, k, fixes=fixes, model=model, scheduler_config=scheduler_config), model, **kw)
-        decoder = engine
-    elif mode == 'pd':
-        engine = PDPair(method, k, fixes, model, transport=make_transport(transport, len(prompts)),
-                        scheduler_config=scheduler_config, **kw)
-        decoder = engine.D
-    else: raise ValueError(f'mode={mode!r}: standalone or pd')
-    log = decoder.add_observer(StepLog())
-    outputs = engine.generate(prompts, max_tokens=max_tokens)
-    return dict(outputs=outputs, stats=engine.spec_stats, log=log)
-
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #704f3e95
 def taint(run:dict, # what `serve_arm` returned
           model:SpecModel, # the same weights
           prompts:list, # the same prompts
@@ -303,20 +232,19 @@ def taint(run:dict, # what `serve_arm` returned
                 requests_stale=sum(1 for req_id in run['stale'] if run['stale'][req_id]), heat=heat.tolist(), outside_window=outside,
                 contract_mismatches=mismatched, invariant=sum(per_request) == 0)
 
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #4dd183b8
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #417b1829
 def acceptance(run:dict, # what `serve_arm` returned
                k:int, # drafts per step
                steps:int=16, # decode-step indices to report
               )->dict:
     "vLLM's mean acceptance length and per-position acceptance, the drafted-steps-only figure, acceptance by step index, per request."
-    st, sd, log = run['stats'], run['stats_drafted'], run['log']
-    accepted = (list(st.num_accepted_tokens_per_pos) + [0] * k)[:k]
-    return dict(mean_acceptance_length=st.mean_acceptance_length, mean_acceptance_length_drafted=sd.mean_acceptance_length,
-                num_drafts=st.num_drafts, num_drafts_drafted=sd.num_drafts,
-                per_position_acceptance=[a / max(st.num_drafts, 1) for a in accepted], acceptance_by_step=log.by_step(steps),
-                per_request=log.per_request([f'req-{i}' for i in range(len(run['outputs']))]))
+    a, sd = common.acceptance(run['stats'], k, None), run['stats_drafted']
+    return dict(mean_acceptance_length=a['mean_acceptance_length'], mean_acceptance_length_drafted=sd.mean_acceptance_length,
+                num_drafts=a['num_drafts'], num_drafts_drafted=sd.num_drafts,
+                per_position_acceptance=a['per_position'], acceptance_by_step=run['log'].by_step(steps),
+                per_request=run['log'].per_request([f'req-{i}' for i in range(len(run['outputs']))]))
 
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #e215c85b
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #4dd183b8
 MODELS, KS, NUM_SEEDS = ('text-attn', 'text-hybrid'), (2, 3, 4), 3
 PROMPT_LEN, MAX_TOKENS, TEMPERATURE = 256, 128, 1.0
 DEFAULT = dict(model='text-attn', k=3, num_prompts=6, temperature=0.0, seed=0)  # `reproduce --fix 2`: about 10 s on 2 cores
@@ -362,7 +290,7 @@ def run_setting(model_name:str, # 'text-attn' or 'text-hybrid'
                          lossless=same if temperature == 0 else None, seconds=round(r['seconds'], 2))
     return out
 
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #5f7c19cc
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #e215c85b
 SEED_FIGURE = 1.089  # mean acceptance length before the fix, PR #55055's text (P/D, multi-module MTP)
 
 NOTES = ("Measured on the engine (LLMEngine / PDPair, float64, CPU): seven arms of the same engine on the same held-out "
@@ -458,25 +386,22 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engines run
     headline = (DEFAULT['model'], DEFAULT['k'])
     return _result(settings, headline if headline in settings else next(iter(settings)), setup, rows, device)
 
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #350e6d38
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #5f7c19cc
 def _yes(ok:bool, otherwise:str)->str: return 'yes' if ok else otherwise
 
 def arms_table(rows:dict, # {arm: row} of one setting (`run_setting`)
               )->str:
     "A markdown table of one setting: acceptance (vLLM's, drafted only), per-position acceptance, census, invariant, contract, outputs."
-    out = ["| arm | code | vLLM's mean acceptance length | drafted steps only | per-position acceptance | tainted entries (requests) "
-           "| of which stale re-prefill | invariant | census = contract | outputs = standalone |",
-           '|---|---|---|---|---|---|---|---|---|---|']
-    for a, r in rows.items():
-        pp = ' / '.join(f'{x:.3f}' for x in r['per_position_acceptance'])
-        census_ok = _yes(not r['contract_mismatches'], 'NO: ' + ', '.join(r['contract_mismatches']))
-        same = _yes(r['identical_outputs'], f"no ({r['requests_differing']} requests differ)")
-        out.append(f"| {a + ' (ours)' if r['ours'] else a} | {r['label']} | {r['mean_acceptance_length']:.4f} | {r['mean_acceptance_length_drafted']:.4f} "
-                   f"| {pp} | {r['tainted_entries']} ({r['requests_tainted']}) | {r['stale_reprefill_entries']} "
-                   f"| {_yes(r['invariant'], 'fails')} | {census_ok} | {same} |")
-    return '\n'.join(out)
+    return reader_table([{'arm': a + (' (ours)' if r['ours'] else ''), 'code': r['label'], "vLLM's mean acceptance length": r['mean_acceptance_length'],
+                          'drafted steps only': r['mean_acceptance_length_drafted'],
+                          'per-position acceptance': ' / '.join(f'{x:.3f}' for x in r['per_position_acceptance']),
+                          'tainted entries (requests)': f"{r['tainted_entries']} ({r['requests_tainted']})",
+                          'of which stale re-prefill': r['stale_reprefill_entries'], 'invariant': _yes(r['invariant'], 'fails'),
+                          'census = contract': _yes(not r['contract_mismatches'], 'NO: ' + ', '.join(r['contract_mismatches'])),
+                          'outputs = standalone': _yes(r['identical_outputs'], f"no ({r['requests_differing']} requests differ)")}
+                         for a, r in rows.items()], decimals=4, drop_constant=False)
 
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #66017a65
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #9cc31695
 def _arm_color(arm:str)->str:
     "The site's colour of `arm`; sky blue for 'reset on add' (ours), which the shared palette does not name yet."
     from vllm_pd_spec.plotting import arm_color
@@ -527,7 +452,7 @@ def plot_acceptance(rows:dict, # {arm: row} of one setting
     show(fig, alt=f'Three panels for {title}: mean acceptance length per arm (bars), per-position acceptance per arm (lines), '
                   f'and mean acceptance length at each request\'s i-th decode step per arm (lines).')
 
-# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #77e84473
+# %% ../../nbs/02b_prefill_backoff_experiment.ipynb #66017a65
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201,
          12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074,
          23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}
@@ -629,27 +554,11 @@ def sweep_table(summary:list, # `summarize(...)`
                 model:str, temperature:float)->str:
     "A markdown table, arms by k: vLLM's mean acceptance length ± 95% CI, the per-request paired difference from standalone, taint."
     s = {(r['k'], r['arm']): r for r in summary if r['model'] == model and r['temperature'] == temperature}
-    ks, arms = sorted({k for k, _ in s}), list(dict.fromkeys(a for _, a in s))
-    hdr = '| arm | ' + ' | '.join(f'k={k}: acceptance length (Δ vs standalone) | k={k}: taint' for k in ks) + ' |'
-    out = [hdr, '|---|' + '---|---|' * len(ks)]
-    for a in arms:
-        cells = []
-        for k in ks:
-            r = s[k, a]
-            delta = '' if a == 'standalone' else f' ({r["diff"]:+.3f} ± {r["diff_ci"]:.3f})'
-            cells.append(f'{r["mean_acceptance_length"]:.3f} ± {r["ci"]:.3f}{delta}')
-            cells.append(f'{r["tainted_entries"]} in {r["requests_tainted"]} req. ({r["stale_reprefill_entries"]} stale re-prefill; invariant '
-                         + ('holds' if r['invariant'] else 'fails') + ')' + ('' if r['census_equals_contract'] else ' (≠ contract)'))
-        out.append(f'| {a} ({s[ks[0], a]["label"]}) | ' + ' | '.join(cells) + ' |')  # an arm of ours says so in its label
-    return '\n'.join(out)
-
-def save_run(res:ExperimentResult, path:str|Path)->Path:
-    "Write a run as JSON (what the pages read)."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(res.to_json(), indent=1, default=str))
-    return path
-
-def load_run(path:str|Path=SWEEP_RUN)->dict|None:
-    "A saved run, or None when there is none."
-    path = Path(path)
-    return json.loads(path.read_text()) if path.is_file() else None
+    ks, names = sorted({k for k, _ in s}), list(dict.fromkeys(a for _, a in s))
+    def cells(a, r):
+        delta = '' if a == 'standalone' else f' ({r["diff"]:+.3f} ± {r["diff_ci"]:.3f})'
+        return {f'k={r["k"]}: acceptance length (Δ vs standalone)': f'{r["mean_acceptance_length"]:.3f} ± {r["ci"]:.3f}{delta}',
+                f'k={r["k"]}: taint': f'{r["tainted_entries"]} in {r["requests_tainted"]} req. ({r["stale_reprefill_entries"]} stale re-prefill; invariant '
+                                      + ('holds' if r['invariant'] else 'fails') + ')' + ('' if r['census_equals_contract'] else ' (≠ contract)')}
+    return reader_table([{'arm': f'{a} ({s[ks[0], a]["label"]})'} | {c: v for k in ks for c, v in cells(a, s[k, a]).items()} for a in names],
+                        drop_constant=False)  # an arm of ours says so in its label
