@@ -9,7 +9,8 @@ from vllm_pd_spec.engine.kv_cache_manager import KVCacheManager, get_kv_cache_co
 from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config, EngineDeadError
 from vllm_pd_spec.engine.runner import ModelRunner, drafter_layer_names
 from vllm_pd_spec.engine.transport import LocalTransport, PDConnectorWorker
-from vllm_pd_spec.engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, engine_with, TransferSetWorker
+from vllm_pd_spec.engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, TransferSetWorker
+from vllm_pd_spec.experiments.common import engine_with
 from vllm_pd_spec.engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker, StoreAssertionError
 from vllm_pd_spec.engine.state_exchange import exchange_state_slots, SlotListRunner, StateExchangeWorker
 from vllm_pd_spec.model.drafters import load_model

@@ -1,12 +1,13 @@
 """Fix 2's arms timed on one GPU: the P/D pair (both engines on the same device) and standalone, TPOT and output tokens/s.
 
     PYTHONPATH=. python3 tools/fix2_gpu.py                                              # on an H200: writes nbs/runs/fix2_gpu.json
-    PYTHONPATH=. python3 tools/fix2_gpu.py --device cpu --dry-run --out /tmp/fix2_gpu_dry.json --standins  # CPU, tiny
+    PYTHONPATH=. python3 tools/fix2_gpu.py --device cpu --dry-run --out /tmp/fix2_gpu_dry.json --prompts-file  # CPU, tiny
 
-It needs torch only (numpy and triton may be there too). Where fastcore, safetensors or tokenizers are missing it uses
-small stand-ins of its own (`use_standins`): fastcore's `patch`, a safetensors reader, and the held-out prompts
-tokenized in advance (tools/fix2_gpu_prompts.json, written by `--write-prompts` where `tokenizers` is installed).
-`--standins` forces them, so that a CPU dry run takes the path a bare GPU machine takes.
+Each arm is served by the experiments' kit (`experiments.common.serve`: the engines built with the pool sized once, the
+proxy's loop) with a timing observer on the decoding engine. It needs torch, fastcore and safetensors (on the GPU machine
+from the wheels carried there); where `tokenizers` is missing it reads the held-out prompts tokenized in advance
+(tools/fix2_gpu_prompts.json, written by `--write-prompts` where `tokenizers` is installed); `--prompts-file` forces that,
+so that a CPU dry run takes the path a GPU machine without `tokenizers` takes.
 
 Per arm (legacy, backoff, handoff, backoff+handoff, standalone) and per k, after a warm-up run on other prompts, one
 timed run of the decoding engine. Measured, not derived from acceptance:
@@ -21,56 +22,12 @@ timed run of the decoding engine. Measured, not derived from acceptance:
   acceptance length.
 Outputs are checked against standalone's (float64 greedy: equal). Writes one JSON file.
 """
-import argparse, functools, importlib.util, json, platform, statistics, struct, sys, time, types
+import argparse, importlib.util, json, platform, statistics, sys, time
 from pathlib import Path
 import torch
 
 PROMPTS = Path(__file__).with_name('fix2_gpu_prompts.json')  # the held-out prompts, tokenized in advance
 POOL = dict(n=32, prompt_len=256)  # model_prompts(model, 32, 256): requests are the first --num-prompts, warm-up the next ones
-
-def _patch(f=None, *, as_prop=False, cls_method=False):
-    "fastcore's `patch`, as the engine uses it: add `f` to the class its first argument is annotated with."
-    if f is None: return functools.partial(_patch, as_prop=as_prop, cls_method=cls_method)
-    cls = next(iter(f.__annotations__.values()))
-    for c in getattr(cls, '__args__', None) or (cls,):
-        setattr(c, f.__name__, property(f) if as_prop else classmethod(f) if cls_method else f)
-    return f
-
-_DTYPES = dict(F64=torch.float64, F32=torch.float32, F16=torch.float16, BF16=torch.bfloat16, I64=torch.int64, I32=torch.int32,
-               I16=torch.int16, I8=torch.int8, U8=torch.uint8, BOOL=torch.bool)
-
-def _read_safetensors(path)->tuple:
-    "`(tensors, metadata)` of a safetensors file: an 8-byte header length, a JSON header, then the raw data."
-    b = Path(path).read_bytes()
-    n = struct.unpack('<Q', b[:8])[0]
-    header = json.loads(b[8:8 + n]); meta = header.pop('__metadata__', {}) or {}
-    data = bytearray(b[8 + n:])
-    out = {k: torch.frombuffer(data, dtype=_DTYPES[v['dtype']], count=(v['data_offsets'][1] - v['data_offsets'][0]) // _DTYPES[v['dtype']].itemsize,
-                               offset=v['data_offsets'][0]).reshape(v['shape']) if v['data_offsets'][1] > v['data_offsets'][0]
-           else torch.empty(v['shape'], dtype=_DTYPES[v['dtype']]) for k, v in header.items()}
-    return out, meta
-
-class _SafeOpen:
-    "safetensors' `safe_open`, as `load_model` uses it (a context manager with `metadata()`)."
-    def __init__(self, path, framework='pt', device='cpu'): self.tensors, self.meta = _read_safetensors(path)
-    def __enter__(self): return self
-    def __exit__(self, *exc): return False
-    def metadata(self): return self.meta
-    def keys(self): return list(self.tensors)
-    def get_tensor(self, k): return self.tensors[k]
-
-def use_standins(force:bool=False)->list:
-    "Register stand-ins for fastcore and safetensors where they are missing (or `force`); the names of those registered."
-    used = []
-    if force or importlib.util.find_spec('fastcore') is None:
-        fc, basics = types.ModuleType('fastcore'), types.ModuleType('fastcore.basics')
-        basics.patch, fc.basics = _patch, basics
-        sys.modules.update({'fastcore': fc, 'fastcore.basics': basics}); used.append('fastcore')
-    if force or importlib.util.find_spec('safetensors') is None:
-        st, stt = types.ModuleType('safetensors'), types.ModuleType('safetensors.torch')
-        st.safe_open, stt.load_file, st.torch = _SafeOpen, lambda path, device='cpu': _read_safetensors(path)[0], stt
-        sys.modules.update({'safetensors': st, 'safetensors.torch': stt}); used.append('safetensors')
-    return used
 
 def prompt_pool(model:str='text-attn', force_file:bool=False)->list:
     "`model_prompts(model, 32, 256)`: encoded here (bytes, or BPE when `tokenizers` is installed), else `text-attn`'s from `PROMPTS`."
@@ -83,95 +40,78 @@ def prompt_pool(model:str='text-attn', force_file:bool=False)->list:
     if {k: d[k] for k in POOL} != POOL: sys.exit(f'{PROMPTS} holds other prompts than {POOL}')
     return d['prompts']
 
-def _engine_imports():
-    "The engine's names, imported after the stand-ins are in place."
-    global SchedulerConfig, CacheConfig, cdiv, LLMEngine, PDPair, make_config, SamplingParams, ARMS, use_backoff, load_model
-    from vllm_pd_spec.config import SchedulerConfig, CacheConfig, cdiv
-    from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, make_config
-    from vllm_pd_spec.engine.runner import SamplingParams
-    from vllm_pd_spec.experiments.backoff import ARMS, use_backoff
-    from vllm_pd_spec.model.drafters import load_model
-
 def sync(device):
     if str(device).startswith('cuda'): torch.cuda.synchronize()
 
-class StepTimer:
-    "Wall time of each step of one engine (synchronised), the tokens each request got in it, and the time in `schedule()` and `execute_model`."
-    def __init__(self, engine, device):
-        self.device, self.steps, self.schedule_s, self.execute_s = device, [], [], []
-        step, schedule, execute = engine.step, engine.scheduler.schedule, engine.runner.execute_model
-        def timed(fn, into):
-            def call(*a):
-                sync(device); t = time.perf_counter(); out = fn(*a); sync(device); into.append(time.perf_counter() - t); return out
-            return call
-        durations = []
-        def timed_step():
-            outs = timed(step, durations)()
-            self.steps.append((durations[-1], {o.request_id: len(o.new_token_ids) for o in outs if o.new_token_ids}))
-            return outs
-        # this tool's instrumentation only: the instance's methods are wrapped, the engine is unchanged
-        engine.step, engine.scheduler.schedule, engine.runner.execute_model = timed_step, timed(schedule, self.schedule_s), timed(execute, self.execute_s)
+def timing_observer(device):
+    "`observers(engines)` for the kit's `serve`: a `StepTimer` on the decoding engine."
+    from vllm_pd_spec.engine.llm_engine import StepObserver
+    class StepTimer(StepObserver):
+        "Wall time of each step of the decoding engine (synchronised), the tokens each request got in it, and the time in `schedule()` and `execute_model`."
+        def __init__(self, engine):
+            super().__init__(); self.steps, self.schedule_s, self.execute_s, self.t0 = [], [], [], None
+            schedule, execute = engine.scheduler.schedule, engine.runner.execute_model
+            def timed(fn, into, starts_step=False):
+                def call(*a):
+                    sync(device); t = time.perf_counter(); out = fn(*a); sync(device); into.append(time.perf_counter() - t)
+                    if starts_step: self.t0 = t
+                    return out
+                return call
+            # this tool's instrumentation only: the instance's methods are wrapped, the engine is unchanged
+            engine.scheduler.schedule, engine.runner.execute_model = timed(schedule, self.schedule_s, True), timed(execute, self.execute_s)
+        def on_output(self, scheduler_output, model_runner_output, outputs):
+            "The step ends here: its wall time since `schedule()` began, and each request's new tokens."
+            sync(device); self.steps.append((time.perf_counter() - self.t0, {o.request_id: len(o.new_token_ids) for o in outputs if o.new_token_ids}))
+    return lambda engines: [StepTimer(engines[-1])]
 
-def build(arm, model, k, n_prompts, prompt_len, max_tokens, device, sampling):
-    "The arm's engine(s) and its decoding engine."
-    sched = SchedulerConfig(max_num_batched_tokens=max(512, prompt_len * 2), max_num_seqs=n_prompts)
-    groups = 1 + any(kind == 'gdn' for kind in model.args.layer_kinds)
-    blocks = groups * n_prompts * (cdiv(prompt_len + max_tokens + 2 * k + 2, 16) + 1) + 2
-    kw = dict(device=device, dtype=next(model.parameters()).dtype, handoff=arm.handoff)
-    if arm.pd:
-        pair = PDPair('mtp', k, arm.fixes, model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=blocks), **kw)
-        if arm.backoff is not None:
-            for e in (pair.P, pair.D): use_backoff(e, arm.backoff)
-        engines, engine, decoder = (pair.P, pair.D), pair, pair.D
-    else:
-        engine = decoder = LLMEngine(make_config('mtp', k, fixes=arm.fixes, model=model, scheduler_config=sched,
-                                                 cache_config=CacheConfig(num_gpu_blocks=blocks)), model, **kw)
-        engines = (engine,)
-    for e in engines: e.runner.sampling, e.runner.reprefill_state = sampling, arm.reprefill_state
-    return engine, decoder
-
-def profile_steps(decoder, engine_step, n_steps:int, device)->dict:
-    "GPU busy time, kernel launches and host operator calls over `n_steps` decoding steps (torch.profiler), against their wall time."
+def profile_observer(num_requests:int, n_steps:int, device):
+    "`observers(engines)`: once every request has its first token on the decoding engine, profile its next `n_steps` steps."
     from torch.profiler import profile, ProfilerActivity
+    from vllm_pd_spec.engine.llm_engine import StepObserver
     cuda = str(device).startswith('cuda')
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    sync(device); t = time.perf_counter()
-    with profile(activities=acts) as prof:
-        for _ in range(n_steps): engine_step()
-        sync(device)
-    wall = time.perf_counter() - t
-    avg = prof.key_averages()
-    gpu_us = sum(getattr(e, 'self_device_time_total', getattr(e, 'self_cuda_time_total', 0)) for e in avg) if cuda else 0
-    launches = sum(e.count for e in avg if 'LaunchKernel' in e.key)
-    aten = sum(e.count for e in avg if e.key.startswith('aten::'))
-    return dict(profiled_steps=n_steps, profiled_wall_s=wall, gpu_busy_s=gpu_us / 1e6 if cuda else None,
-                gpu_busy_share=gpu_us / 1e6 / max(wall, 1e-9) if cuda else None,
-                kernel_launches_per_step=launches / n_steps if cuda else None, aten_calls_per_step=aten / n_steps)
+    class Profiled(StepObserver):
+        "GPU busy time, kernel launches and host operator calls over a window of decoding steps (torch.profiler), against their wall time."
+        def __init__(self, engine): super().__init__(); self.engine, self.prof, self.done, self.result = engine, None, 0, None
+        def on_output(self, scheduler_output, model_runner_output, outputs):
+            if self.result is not None: return
+            if self.prof is None:
+                if len([r for r, o in self.engine.outputs.items() if o]) < num_requests: return
+                sync(device); self.t = time.perf_counter()
+                self.prof = profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])); self.prof.__enter__()
+                return
+            self.done += 1
+            if self.done == n_steps: self.stop()
+        def stop(self):
+            if self.prof is None or self.result is not None: return
+            sync(device); wall = time.perf_counter() - self.t; self.prof.__exit__(None, None, None)
+            avg = self.prof.key_averages()
+            gpu_us = sum(getattr(e, 'self_device_time_total', getattr(e, 'self_cuda_time_total', 0)) for e in avg) if cuda else 0
+            launches, aten, n = sum(e.count for e in avg if 'LaunchKernel' in e.key), sum(e.count for e in avg if e.key.startswith('aten::')), max(self.done, 1)
+            self.result = dict(profiled_steps=self.done, profiled_wall_s=wall, gpu_busy_s=gpu_us / 1e6 if cuda else None,
+                               gpu_busy_share=gpu_us / 1e6 / max(wall, 1e-9) if cuda else None,
+                               kernel_launches_per_step=launches / n if cuda else None, aten_calls_per_step=aten / n)
+    return lambda engines: [Profiled(engines[-1])]
 
 def time_arm(arm, model, k, prompts, warm, max_tokens, device, sampling, profile_window):
-    "One warm-up run, then one timed run of the arm; its timings and outputs."
-    engine, decoder = build(arm, model, k, len(warm), len(warm[0]), max_tokens, device, sampling)
-    engine.generate(warm, max_tokens=max_tokens)                     # warm-up: allocator, kernels, caches
-    engine, decoder = build(arm, model, k, len(prompts), len(prompts[0]), max_tokens, device, sampling)
-    timer = StepTimer(decoder, device)
+    "One warm-up run, then one timed run of the arm and one profiled run; its timings and outputs."
+    from vllm_pd_spec.experiments.common import serve
+    kw = dict(method='mtp', k=k, sampling=sampling, max_tokens=max_tokens, max_num_seqs=len(prompts),
+              max_num_batched_tokens=max(512, len(prompts[0]) * 2), device=device)
+    serve(arm, model, warm, **kw)                                              # warm-up: allocator, kernels, caches
     if str(device).startswith('cuda'): torch.cuda.reset_peak_memory_stats()
-    outputs = engine.generate(prompts, max_tokens=max_tokens)
-    # per request: the steps after its first token
-    first, dur, toks = {}, {}, {}
-    for i, (s, got) in enumerate(timer.steps):
+    s = serve(arm, model, prompts, observers=timing_observer(device), **kw)
+    timer, outputs, st = s.observers[0], s.outputs, s.stats
+    first, dur, toks = {}, {}, {}  # per request: the steps after its first token
+    for i, (d, got) in enumerate(timer.steps):
         for rid, n in got.items():
             if rid not in first: first[rid] = i; toks[rid] = n - 1; dur[rid] = 0.0
-            else: toks[rid] += n; dur[rid] += s
+            else: toks[rid] += n; dur[rid] += d
     tpot = [dur[r] / toks[r] for r in first if toks[r] > 0]
-    decode_s = sum(s for s, _ in timer.steps)
-    n_out = sum(len(o) for o in outputs)
-    st = decoder.spec_stats
-    # what bounds the step: a profiled window of decoding steps on a fresh run
-    engine2, decoder2 = build(arm, model, k, len(prompts), len(prompts[0]), max_tokens, device, sampling)
-    try:  # run until the decoder decodes every request, then profile its steps
-        step = next(_stepper_pd(engine2, prompts, max_tokens) if arm.pd else _stepper_standalone(engine2, prompts, max_tokens))
-        bound = profile_steps(decoder2, step, profile_window, device)
-    except StopIteration: bound = dict(profiled_steps=0, note='the run ended before the profiled window')
+    decode_s, n_out = sum(d for d, _ in timer.steps), sum(len(o) for o in outputs)
+    try:  # what bounds the step: a profiled window of decoding steps on a fresh run
+        p = serve(arm, model, prompts, observers=profile_observer(len(prompts), profile_window, device), **kw).observers[0]
+        p.stop()
+        bound = p.result or dict(profiled_steps=0, note='the run ended before the profiled window')
     except Exception as e: bound = dict(profiled_steps=0, note=f'the profiler failed: {type(e).__name__}: {e}')  # the timings stand
     return dict(arm=arm.name, ours=arm.ours, k=k, requests=len(prompts), output_tokens=n_out, decode_steps=len(timer.steps),
                 tpot_ms_median=1e3 * statistics.median(tpot) if tpot else None,
@@ -182,32 +122,6 @@ def time_arm(arm, model, k, prompts, warm, max_tokens, device, sampling, profile
                 peak_memory_gib=torch.cuda.max_memory_allocated() / 2 ** 30 if str(device).startswith('cuda') else None,
                 **bound, host_bound=(bound['gpu_busy_share'] < 0.5) if bound.get('gpu_busy_share') is not None else None,
                 outputs=outputs)
-
-def _stepper_standalone(engine, prompts, max_tokens):
-    "Add the prompts, run until every request has a token, then yield the engine's step function."
-    from vllm_pd_spec.engine.request import Request
-    for i, p in enumerate(prompts): engine.add_request(Request(f'req-{i}', p, max_tokens=max_tokens))
-    while engine.has_work() and any(not engine.outputs.get(f'req-{i}') for i in range(len(prompts))): engine.step()
-    if not engine.has_work(): return
-    yield engine.step
-
-def _stepper_pd(pair, prompts, max_tokens):
-    "The proxy's loop until D decodes every request, then yield D's step function."
-    from vllm_pd_spec.engine.request import Request
-    from vllm_pd_spec.config import make_kv_transfer_params
-    for i, p in enumerate(prompts):
-        pair.P.add_request(Request(f'req-{i}', p, max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
-    sent = set()
-    for _ in range(10_000):
-        for o in pair.P.step():
-            if o.finish_reason is not None and o.request_id not in sent:
-                sent.add(o.request_id)
-                pair.D.add_request(Request(o.request_id, prompts[int(o.request_id.split('-')[1])], max_tokens=max_tokens,
-                                           kv_transfer_params=dict(o.kv_transfer_params or {})))
-        pair.D.step()
-        if len(sent) == len(prompts) and all(pair.D.outputs.get(f'req-{i}') for i in range(len(prompts))): break
-    if not pair.D.has_work(): return
-    yield pair.D.step
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -221,7 +135,7 @@ def main(argv=None):
     ap.add_argument('--dtype', default='float32', choices=['float32', 'float64', 'bfloat16'])
     ap.add_argument('--profile-steps', type=int, default=8, help='decoding steps in the profiled window')
     ap.add_argument('--dry-run', action='store_true', help='tiny sizes (2 prompts of 32 tokens, 8 generated, k=2), e.g. on CPU')
-    ap.add_argument('--standins', action='store_true', help="use this tool's stand-ins for fastcore, safetensors and tokenizers")
+    ap.add_argument('--prompts-file', action='store_true', help=f'read the prompts from {PROMPTS.name}, as where tokenizers is missing')
     ap.add_argument('--write-prompts', action='store_true', help=f'write {PROMPTS.name} (needs tokenizers) and exit')
     a = ap.parse_args(argv)
     if a.write_prompts:
@@ -230,17 +144,18 @@ def main(argv=None):
     if a.dry_run: a.ks, a.num_prompts, a.prompt_len, a.max_tokens, a.profile_steps = '2', 2, 32, 8, 2
     if not 1 <= a.num_prompts <= POOL['n'] // 2: sys.exit(f'--num-prompts={a.num_prompts}: must be in 1..{POOL["n"] // 2}')
     if not 1 <= a.prompt_len <= POOL['prompt_len']: sys.exit(f'--prompt-len={a.prompt_len}: must be in 1..{POOL["prompt_len"]}')
-    standins = use_standins(a.standins)
-    _engine_imports()
+    from vllm_pd_spec.engine.runner import SamplingParams
+    from vllm_pd_spec.experiments.backoff import ARMS
+    from vllm_pd_spec.model.drafters import load_model
     if not a.device.startswith('cuda'): torch.set_num_threads(1)  # tiny matrices on a CPU: one thread is fastest
     ks = [int(x) for x in a.ks.split(',')]
     dtype = dict(float32=torch.float32, float64=torch.float64, bfloat16=torch.bfloat16)[a.dtype]
     model = load_model(a.model, dtype, device=a.device)
-    pool = [p[:a.prompt_len] for p in prompt_pool(a.model, a.standins)]
+    pool = [p[:a.prompt_len] for p in prompt_pool(a.model, a.prompts_file)]
     prompts, warm = pool[:a.num_prompts], pool[a.num_prompts:2 * a.num_prompts]
     run = dict(device=torch.cuda.get_device_name() if a.device.startswith('cuda') else platform.processor() or 'cpu',
                torch=torch.__version__, model=a.model, dtype=a.dtype, started=time.strftime('%Y-%m-%d %H:%M:%S'),
-               standins=standins, args=dict(vars(a), out=Path(a.out).name), complete=False, rows=[])
+               args=dict(vars(a), out=Path(a.out).name), complete=False, rows=[])
     out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
     for k in ks:
         ref = None

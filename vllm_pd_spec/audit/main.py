@@ -75,15 +75,13 @@ def table(findings:list, # `Finding`s or their dicts
     return '\n'.join([line(head), line(['-' * w for w in ws])] + [line(b) for b in body])
 
 def markdown_table(findings:list)->str:
-    "The audit as a Markdown table (for the docs)."
+    "The audit as a Markdown table (for the docs), through the experiments' `reader_table`."
+    from vllm_pd_spec.experiments.common import reader_table  # the one markdown table (imported when one is drawn)
     rows = [f if isinstance(f, dict) else f.as_dict() for f in findings]
-    esc = lambda s: str(s or '').replace('|', '\\|').replace('\n', ' ')
-    out = ['| contract | where in vLLM | verdict | cases | first counterexample / note |', '|---|---|---|---|---|']
-    for r in rows:
-        v = r['verdict'] + (' (by source)' if r.get('how') == 'by source' else '')
-        out.append(f"| {esc(r['contract'])} | `{esc(r['location'])}` | **{v}** | {r.get('cases', 0)} | "
-                   f"{esc(r.get('counterexample') or r.get('note'))} |")
-    return '\n'.join(out)
+    verdict = lambda r: r['verdict'] + (' (by source)' if r.get('how') == 'by source' else '')
+    return reader_table([{'contract': r['contract'], 'where in vLLM': f"`{r['location']}`", 'verdict': f'**{verdict(r)}**',
+                          'cases': str(r.get('cases', 0)), 'first counterexample / note': r.get('counterexample') or r.get('note') or ''}
+                         for r in rows], drop_constant=False)
 
 # %% ../../nbs/07_audit.ipynb #56220cc8
 INSTALL_HINT = """vLLM cannot be imported here: {err}

@@ -102,6 +102,7 @@ class Arm:
     what:str='' # in words
     engine:dict=field(default_factory=dict) # more `LLMEngine` arguments (e.g. `handoff=True`, `gdn_rule=...`)
     runner:dict=field(default_factory=dict) # runner attributes set after it is built (e.g. `reprefill_state='reset on add'`)
+    scheduler:dict=field(default_factory=dict) # more `SchedulerConfig` fields (e.g. `pad_spec_decode=False`)
     backoff:object=None # `backoff(has_mamba, lookahead) -> int` on both connectors, in place of their own
 
     def __post_init__(self):
@@ -184,6 +185,7 @@ def serve(arm:Arm, # what to build
           max_num_seqs:int=8, # requests in flight per engine
           max_num_batched_tokens:int=512, # each engine's token budget per step
           num_blocks:int|None=None, # the pool (default: `pool_blocks`); a smaller one is refused
+          scheduler:dict|None=None, # more `SchedulerConfig` fields (e.g. `max_model_len`; the arm's `scheduler` wins)
           device:str='cpu', # where the engines run
           **engine_kw, # more `LLMEngine` arguments (the arm's `engine` wins)
          )->Served:
@@ -194,7 +196,7 @@ def serve(arm:Arm, # what to build
     elif num_blocks < need:
         raise ValueError(f'num_blocks={num_blocks}: too small for {len(prompts)} prompts of up to {max(map(len, prompts))} tokens and '
                          f'{max_tokens} more each (k={k}); a request would be preempted: give at least {need}')
-    sched = SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+    sched = SchedulerConfig(**dict(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs) | (scheduler or {}) | arm.scheduler)
     kw = dict(device=check_device(device), dtype=next(model.parameters()).dtype) | engine_kw | arm.engine
     if arm.pd:
         engine = PDPair(method, k, arm.fixes, model, transport=make_transport(transport, len(prompts)), scheduler_config=sched,
@@ -406,7 +408,7 @@ def bars(ax, # a matplotlib axis
          title:str='', # axis title
          ylabel:str='', # axis label
          colors:dict|None=None, # name -> colour (default: the site's colour of an arm, else matplotlib's next)
-         fmt:str='{:g}', # how a bar's value is written
+         fmt:str|None='{:g}', # how a bar's value is written (None: no values written)
          legend:bool=True, # a legend beside the bars (False: the caller draws one, e.g. `legend_outside`)
          rotation:int=30, # the group labels' angle
         )->list:
@@ -420,7 +422,7 @@ def bars(ax, # a matplotlib axis
         xs = [j + (i - (len(series) - 1) / 2) * w for j in range(len(labels))]
         color = (colors or {}).get(name) or ARM_COLORS.get(str(name).lower().replace(' ', ''))  # an arm keeps its colour
         out.append(ax.bar(xs, ys, w, label=name, color=color))
-        label_bars(ax, out[-1], fmt)
+        if fmt is not None: label_bars(ax, out[-1], fmt)
     ax.set_xticks(range(len(labels)), labels, rotation=rotation, ha='right' if rotation else 'center')
     if title: ax.set_title(title)
     if ylabel: ax.set_ylabel(ylabel)

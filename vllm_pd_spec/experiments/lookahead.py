@@ -19,7 +19,7 @@ from ..engine.kv_cache_manager import SlotChecker, get_kv_cache_config
 from ..engine.scheduler import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, setup_text, reader_table, torch_threads
+from .common import ExperimentResult, bars, setup_text, reader_table, torch_threads
 
 # %% ../../nbs/01b_lookahead_experiment.ipynb #e9fd2828
 class AcceptanceByRequest(StepObserver):
@@ -89,9 +89,9 @@ def chunked_prefill_run(k:int, # drafts per step
     eng = mtp_engine(k, fixes, budget, max_num_seqs=1, num_blocks=64)
     acc, L = eng.add_observer(AcceptanceByRequest()), lookahead.num_prefill_lookahead_tokens(eng.scheduler.vllm_config.speculative_config)
     short = []
-    def watch(so):
+    def watch(scheduler_output):
         "Chunks that stop with 0 < remaining < L prompt tokens."
-        for rid in so.num_scheduled_tokens:
+        for rid in scheduler_output.num_scheduled_tokens:
             r = eng.scheduler.requests[rid]
             if 0 < r.num_prompt_tokens - r.num_computed_tokens < L: short.append(rid)
     eng.add_observer(StepObserver(on_schedule=watch))
@@ -143,9 +143,9 @@ def prefix_pair_run(k:int, # drafts per step
     a = Request('a', prompt, max_tokens=max_tokens)
     eng.add_request(a)
     legacy_published = [0]
-    def watch(so):
+    def watch(scheduler_output):
         "Where 0.27.1 would have published A's blocks up to, after this step's allocation."
-        if 'a' in so.num_scheduled_tokens: legacy_published[0] = min(a.num_computed_tokens, a.num_tokens) // bs * bs
+        if 'a' in scheduler_output.num_scheduled_tokens: legacy_published[0] = min(a.num_computed_tokens, a.num_tokens) // bs * bs
     eng.add_observer(StepObserver(on_schedule=watch))
     b = None
     while eng.has_work() or b is None:
@@ -197,10 +197,10 @@ def window_case(k:int, # MTP modules = drafts per step
     s, L = engine.scheduler, lookahead.num_prefill_lookahead_tokens(spec)
     chk, W, decoding = SlotChecker(s.kv_cache_manager), sliding_window, []
     out = dict(target=0, drafter=0)
-    def check_reads(so):
+    def check_reads(scheduler_output):
         "This step's window reads; in decode, the drafter's re-prefill reads too."
         end = s.requests['r'].num_computed_tokens
-        start = end - so.num_scheduled_tokens['r']
+        start = end - scheduler_output.num_scheduled_tokens['r']
         out['target'] += len(chk.check_read('r', 0, range(max(0, start - W + 1), end), 'target'))
         if decoding:
             first = max(0, start - (L - 1))
@@ -323,12 +323,8 @@ def plot(res:ExperimentResult # what `run` returned
     from vllm_pd_spec.plotting import figure, arm_color, legend_outside
     rows = [r for r in res.rows if r['consumer'] in ('scheduler', 'kv_cache_coordinator')]
     fig, ax = figure(height=2.8)
-    w = 0.38
-    for i, arm in enumerate(('legacy', 'fixed')):
-        xs = [j + (i - 0.5) * w for j in range(len(rows))]
-        ax.bar(xs, [r[arm] for r in rows], w, color=arm_color(arm), label=arm)
-    ax.set_xticks(range(len(rows)), [r['setting'].replace(', no block drop (ablation)', '\nno drop (ablation)') for r in rows],
-                  fontsize=7.5)
-    ax.set_ylabel('mean acceptance length'); ax.set_ylim(1, None)
+    bars(ax, [r['setting'].replace(', no block drop (ablation)', '\nno drop (ablation)') for r in rows],
+         {arm: [r[arm] for r in rows] for arm in ('legacy', 'fixed')}, ylabel='mean acceptance length', fmt=None, legend=False, rotation=0)
+    ax.tick_params(axis='x', labelsize=7.5); ax.set_ylim(1, None)
     legend_outside(fig)
     return fig

@@ -11,9 +11,8 @@ __all__ = ['GATE_LO', 'GATE_HI', 'METHODS', 'next_token_accuracy', 'serve', 'car
 # %% ../../nbs/24b_model_gates.ipynb #d0dea4bd
 import json, math, time, torch
 from pathlib import Path
-from ..config import CacheConfig, SchedulerConfig, cdiv
-from ..engine.llm_engine import LLMEngine, make_config
-from ..engine.request import Request
+from ..engine.llm_engine import LLMEngine, StepObserver
+from .common import Arm, serve as serve_arm, kv_slots
 from ..model.drafters import SpecModel, load_model, MODELS, DATA
 from ..model.corpus import heldout_prompts, token_stream
 
@@ -40,7 +39,7 @@ def _zero_prompt_kv(engine:LLMEngine, rid:str, prompt_len:int,
                    ):
     "Zero the drafter layers' KV entries (a conv MTP's convolution state included) of request `rid` at prompt positions."
     run = engine.runner
-    slots = torch.tensor(run._slots(run.requests[rid], range(prompt_len - last if last else 0, prompt_len)))
+    slots = torch.tensor(kv_slots(run, rid, range(prompt_len - last if last else 0, prompt_len)))
     for name in run.drafter_layers:
         for t in run.cache.kv[name]: t.view(-1, *t.shape[2:])[slots] = 0
 
@@ -57,21 +56,19 @@ def serve(model:SpecModel, prompts:list, method:str|None, k:int=4, max_tokens:in
           zero_last:int=0, # instead, zero it only at the prompt's last `zero_last` positions
           dtype=torch.float64)->tuple:
     "`(outputs, all_steps, from_step_4)`: greedy outputs and acceptance over all draft steps and over those verified from step 4."
-    blocks = len(prompts) * (cdiv(max(map(len, prompts)) + max_tokens + 2 * k, 16) + 1) + 1
-    sched = SchedulerConfig(max_num_batched_tokens=sum(map(len, prompts)) + len(prompts) * (k + 1), max_num_seqs=len(prompts))
-    eng = LLMEngine(make_config(method, k, model=model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=blocks)), model, dtype=dtype)
-    ids = [f'req-{i}' for i in range(len(prompts))]
-    for rid, p in zip(ids, prompts): eng.add_request(Request(rid, p, max_tokens=max_tokens))
-    step, base = 0, None
-    while eng.has_work():
-        eng.step(); step += 1
+    ids, seen = [f'req-{i}' for i in range(len(prompts))], {}
+    def after_step(eng, step:int):  # after each step of the one engine
         if step == 2 and (zero_drafter_kv or zero_last):
             for rid, p in zip(ids, prompts):
                 if rid in eng.runner.requests: _zero_prompt_kv(eng, rid, len(p), 0 if zero_drafter_kv else zero_last)
-        if step == 3 and method: base = _counts(eng.spec_stats)
-    outs = [eng.outputs[r] for r in ids]
-    if not method: return outs, {}, {}
-    return outs, _rates(_counts(eng.spec_stats)), _rates(_counts(eng.spec_stats), base)
+        if step == 3 and method: seen['base'] = _counts(eng.spec_stats)
+    def observers(engines):
+        steps = iter(range(1, 1 << 62))
+        return [StepObserver(on_output=lambda *_: after_step(engines[0], next(steps)))]
+    s = serve_arm(Arm('standalone', role='reference', pd=False), model, prompts, method=method, k=k, max_tokens=max_tokens, observers=observers,
+                  max_num_seqs=len(prompts), max_num_batched_tokens=sum(map(len, prompts)) + len(prompts) * (k + 1), dtype=dtype)
+    if not method: return s.outputs, {}, {}
+    return s.outputs, _rates(_counts(s.stats)), _rates(_counts(s.stats), seen.get('base'))
 
 # %% ../../nbs/24b_model_gates.ipynb #75bb24ae
 def card_path(name:str, weights:Path|None=None)->Path:

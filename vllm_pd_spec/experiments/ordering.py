@@ -18,7 +18,7 @@ from ..contracts import ordering
 from ..engine.request import Request
 from ..engine.scheduler import SchedulerAssertionError, ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, EngineDeadError
-from .common import ExperimentResult, setup_text, reader_table
+from .common import ExperimentResult, bars, setup_text, reader_table
 
 # %% ../../nbs/03b_truncation_ordering_experiment.ipynb #4c4fbda4
 GDN_HYBRID = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=16)
@@ -50,9 +50,9 @@ def fix3_case(num_prompt_tokens:int, # N, the prompt as it arrives
     engine.add_request(p_request('A', prompt))
     while 'A' in s.requests: engine.step()  # A has finished and D has read its blocks
     _, hit = s.kv_cache_manager.get_computed_blocks(Request('probe', prompt, block_size=block_size))
-    backoff, scheduled = s.connector._prefill_backoff(), {}
+    backoff, scheduled = s.connector.prefill_backoff(), {}
     engine.add_request(p_request('B', prompt))
-    engine.add_observer(StepObserver(on_schedule=lambda so: scheduled.update(so.num_scheduled_tokens)))
+    engine.add_observer(StepObserver(on_schedule=lambda scheduler_output: scheduled.update(scheduler_output.num_scheduled_tokens)))
     try: engine.step(); num_new, died, lost = scheduled.get('B', 0), False, 0
     except EngineDeadError as e:
         num_new, died, lost = 0, isinstance(e.__cause__, SchedulerAssertionError), len(e.lost)
@@ -184,11 +184,9 @@ def plot(res:ExperimentResult # what `run` returned
     fig, axes = figure(ncols=2, height=2.8)
     for ax, sc in zip(axes, ('stream', 'pair sweep')):
         rows = [r for r in res.rows if r['scenario'] == sc]
-        for i, arm in enumerate(('legacy', 'fixed')):
-            xs = [j + (i - 0.5) * 0.38 for j in range(len(rows))]
-            ax.bar_label(ax.bar(xs, [r[f'{arm}_lost'] for r in rows], 0.38, color=arm_color(arm), label=arm), fontsize=7)
-        ax.set_xticks(range(len(rows)), [('' if r['spec'] == 'none' else r['spec'].replace('mtp', 'MTP') + '\n') + f"block {r['block_size']}" for r in rows])
-        ax.set_title(f"{sc} (of {rows[0]['requests']} each)")
+        bars(ax, [('' if r['spec'] == 'none' else r['spec'].replace('mtp', 'MTP') + '\n') + f"block {r['block_size']}" for r in rows],
+             {arm: [r[f'{arm}_lost'] for r in rows] for arm in ('legacy', 'fixed')}, f"{sc} (of {rows[0]['requests']} each)",
+             legend=False, rotation=0)
     axes[0].set_ylabel('requests lost')
     legend_outside(fig)
     return fig

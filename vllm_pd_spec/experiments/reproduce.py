@@ -13,7 +13,7 @@ __all__ = ['EXPERIMENTS', 'DEFAULT_LABELS', 'FIX_PAGES', 'VERDICTS', 'SEED_DIREC
 import argparse, importlib, inspect, json, sys, time
 from tqdm.auto import tqdm
 from ..config import check_output_path
-from .common import ExperimentResult, check_device, check_transport
+from .common import ExperimentResult, check_device, check_transport, reader_table
 
 # %% ../../nbs/30_reproduce.ipynb #ea997606
 EXPERIMENTS = {  # fix: (name, module)
@@ -106,8 +106,7 @@ def results_table(results:list # `ExperimentResult`s
         for s in _setting_rows(r):
             legacy, fixed, other = _arms(s)
             rows.append(['', s['setting'], _fmt(legacy), _fmt(fixed), _fmt(other), _fmt(s.get('standalone')), ''])
-    cell = lambda x: str(x).replace('|', '\\|').replace('\n', ' ')
-    return '\n'.join('| ' + ' | '.join(map(cell, r)) + ' |' for r in [hdr, ['---'] * len(hdr), *rows])
+    return markdown_table([dict(zip(hdr, r)) for r in rows], hdr)
 
 # %% ../../nbs/30_reproduce.ipynb #1bb0fcaa
 SEED_DIRECTION = {  # fix: the direction the seed's figure moves with the fix on ('higher': the fixed arm's figure is larger)
@@ -153,19 +152,16 @@ def summary_table(results:list # `ExperimentResult`s
         rows.append([f'[{r.fix}: {r.name}]({page})' if page else f'{r.fix}: {r.name}', bug, r.legacy_label or '—',
                      'yes' if r.legacy_consequence_seen else 'no', invariant_verdict(r),
                      metric_figures(r), seed or _fmt(r.seed_figure), direction_reproduced(r)])
-    cell = lambda x: str(x).replace('|', '\\|').replace('\n', ' ')
-    return '\n'.join('| ' + ' | '.join(map(cell, r)) + ' |' for r in [hdr, ['---'] * len(hdr), *rows])
+    return markdown_table([dict(zip(hdr, r)) for r in rows], hdr)
 
 # %% ../../nbs/30_reproduce.ipynb #aa11bb22
 def markdown_table(rows:list, # dicts, one per row
                    cols:list|None=None, # the columns, in order (default: the first row's keys)
                   )->str:
-    "A markdown table of dicts; floats to 3 decimals, None as a dash."
+    "The kit's `reader_table` with the keys as headers and every column kept: floats to 3 decimals, None as a dash."
     if not rows: raise ValueError('rows: nothing to tabulate')
     cols = cols or list(rows[0])
-    cell = lambda x: _fmt(x).replace('|', '\\|').replace('\n', ' ')
-    return '\n'.join('| ' + ' | '.join(r) + ' |' for r in [list(map(str, cols)), ['---'] * len(cols)] +
-                     [[cell(r.get(c)) for c in cols] for r in rows])
+    return reader_table(rows, cols, headers={c: str(c) for c in cols}, drop_constant=False)
 
 # %% ../../nbs/30_reproduce.ipynb #43674900
 def add_reproduce_args(p:argparse.ArgumentParser):

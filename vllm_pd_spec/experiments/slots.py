@@ -16,7 +16,7 @@ from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, setup_text, reader_table, torch_threads, check_device
+from .common import ExperimentResult, Arm, serve, kv_slots, bars, setup_text, reader_table, torch_threads, check_device
 from .backoff import mean_ci
 
 # %% ../../nbs/04b_dflash_slots_experiment.ipynb #4a7fec78
@@ -46,7 +46,7 @@ class StrayWrites(SlotChecker):
         out, runner = super().check_write(request_id, group, positions, writer), self.engine.runner
         for v in out:
             if v.kind != 'out_of_allocation': continue
-            block = runner._slots(runner.requests[request_id], [v.position])[0] // runner.bs
+            block = kv_slots(runner, request_id, [v.position])[0] // runner.bs
             kind, owner = self.owner(block, request_id)
             self.landed.append((request_id, v.position, block, kind, owner))
             if kind in ('other_request', 'cached'): self.corrupted[block] = request_id
@@ -68,17 +68,18 @@ class StreamLog(StepObserver):
         self.stray, self.block_size = stray, block_size
         self.drafts, self.steps, self.reused_corrupted = {}, {}, {}
 
-    def on_schedule(self, so):
-        for d in so.scheduled_new_reqs:
+    def on_schedule(self, scheduler_output):
+        for d in scheduler_output.scheduled_new_reqs:
             hit = d.block_ids[self.stray.engine.runner.attn_group][:d.num_computed_tokens // self.block_size]
             bad = [b for b in hit if b in self.stray.corrupted]
             if bad: self.reused_corrupted[d.req_id] = bad
 
-    def on_output(self, so, mro, outputs):
-        for i, rid in enumerate(mro.req_ids):
-            self.drafts.setdefault(rid, []).append(tuple(mro.spec_token_ids[i]) if mro.spec_token_ids else ())
-            d = [t for t in so.scheduled_spec_decode_tokens.get(rid, []) if t >= 0]
-            self.steps.setdefault(rid, []).append((len(d), max(0, len(mro.sampled_token_ids[i]) - 1) if d else 0))
+    def on_output(self, scheduler_output, model_runner_output, outputs):
+        for i, rid in enumerate(model_runner_output.req_ids):
+            spec = model_runner_output.spec_token_ids
+            self.drafts.setdefault(rid, []).append(tuple(spec[i]) if spec else ())
+            d = [t for t in scheduler_output.scheduled_spec_decode_tokens.get(rid, []) if t >= 0]
+            self.steps.setdefault(rid, []).append((len(d), max(0, len(model_runner_output.sampled_token_ids[i]) - 1) if d else 0))
 
 # %% ../../nbs/04b_dflash_slots_experiment.ipynb #9125de4a
 def stream_case(k:int, # DFlash drafts per step
@@ -123,9 +124,8 @@ def compare(k:int, # DFlash drafts per step
            )->dict:
     "One row: legacy vs fixed slots on one stream."
     legacy, fixed = (stream_case(k, prompts, fx, model, device=device, **kw) for fx in (Fixes().off('dflash_slots'), Fixes()))
-    ref_cfg = make_config(None, model=model, scheduler_config=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=256))
-    reference = LLMEngine(ref_cfg, model, device=device, dtype=next(model.parameters()).dtype).generate(
-        prompts, max_tokens=kw.get('max_tokens', 16))
+    reference = serve(Arm('no speculation', role='reference', pd=False), model, prompts, method=None, max_tokens=kw.get('max_tokens', 16),
+                      max_num_batched_tokens=256, device=device).outputs
     changed = [r for r in legacy['ids'] if legacy['drafts'][r] != fixed['drafts'][r]]
     return dict(setting=f'text-attn, DFlash k={k}', k=k, requests=len(prompts),
                 legacy_writes_outside=legacy['writes_outside'], fixed_writes_outside=fixed['writes_outside'],
@@ -236,11 +236,9 @@ def plot(res:ExperimentResult # what `run` returned
         label_bars(a, a.bar(labels, ys, bottom=bottom, label=f'lands: {kind}', color=arm_color('legacy'), alpha=1 - 0.17 * i), label_type='center')
         bottom = [x + y for x, y in zip(bottom, ys)]
     a.set_title('legacy: stray KV writes', fontsize=9); a.set_ylabel('writes')
-    x = range(len(res.rows))
-    for j, (arm, key) in enumerate((('legacy', 'legacy_victims'), ('fixed', 'fixed_victims'))):
-        label_bars(b, b.bar([i + (j - 0.5) * 0.4 for i in x], [r[key] for r in res.rows], 0.4, color=arm_color(arm), label=arm))
-    b.plot([i - 0.2 for i in x], [r['drafts_changed'] for r in res.rows], 'kx', label='legacy: drafts changed')
-    b.set_xticks(list(x), labels); b.set_title(f"requests overwritten (of {res.rows[0]['requests']})", fontsize=9)
+    bars(b, labels, {arm: [r[f'{arm}_victims'] for r in res.rows] for arm in ('legacy', 'fixed')},
+         f"requests overwritten (of {res.rows[0]['requests']})", legend=False, rotation=0)
+    b.plot([i - 0.2 for i in range(len(res.rows))], [r['drafts_changed'] for r in res.rows], 'kx', label='legacy: drafts changed')
     legend_outside(fig)
     show(fig, alt="Left: the legacy run's KV writes past each request's allocation, by the kind of block they land in. "
                   "Right: requests whose KV another request overwrote, legacy vs fixed, and the requests whose drafts changed.")
