@@ -219,7 +219,7 @@ def serve(arm:Arm, # what to build
     if preempted: raise RuntimeError(f'{arm.name}: requests {sorted(preempted)} were preempted; the block pool ({num_blocks}) is too small')
     return Served(arm, outputs, engine, observers, num_blocks, time.time() - t0)
 
-# %% ../../nbs/29_experiments_common.ipynb #dc1b0d1e
+# %% ../../nbs/29_experiments_common.ipynb #c44e6020
 def kv_slots(runner, # an engine's `ModelRunner`
              req_id:str, # a request it holds
              positions, # positions of that request
@@ -229,7 +229,7 @@ def kv_slots(runner, # an engine's `ModelRunner`
     row, bs = runner.block_table[runner.requests[req_id].slot], runner.bs
     return [int(row[p // bs]) * bs + p % bs for p in positions]
 
-# %% ../../nbs/29_experiments_common.ipynb #54962248
+# %% ../../nbs/29_experiments_common.ipynb #82dd637b
 def acceptance(stats, # a `SpecDecodingStats`
                k:int, # drafts per step
                decimals:int|None=4, # round to this many digits (None: as computed)
@@ -240,7 +240,7 @@ def acceptance(stats, # a `SpecDecodingStats`
     return dict(mean_acceptance_length=r(stats.mean_acceptance_length),
                 per_position=[r(a / max(stats.num_drafts, 1)) for a in pos], num_drafts=stats.num_drafts)
 
-# %% ../../nbs/29_experiments_common.ipynb #9f7c0b9e
+# %% ../../nbs/29_experiments_common.ipynb #21357e37
 def engine_with(vllm_config, # the engine's config
                 model, # the weights
                 kv_cache_config, # the groups (e.g. `get_kv_cache_config_own_draft_group`)
@@ -276,7 +276,7 @@ def pd_generate(P, # the prefill `LLMEngine` (role 'prefill')
         D.step()
     raise RuntimeError(f'pd_generate: D did not finish within {max_steps} steps')
 
-# %% ../../nbs/29_experiments_common.ipynb #434452bb
+# %% ../../nbs/29_experiments_common.ipynb #79c579f1
 RUNS = ('runs', 'nbs/runs') # the saved runs' folder, seen from the notebooks' folder or from the repository's root
 
 def runs_dir(folder=None)->Path:
@@ -302,7 +302,7 @@ def load_run(name:str, # the run's name, or a path to a `.json` file
     p = Path(folder or '.') / name if str(name).endswith('.json') else runs_dir(folder) / f'{name}.json'
     return json.loads(p.read_text()) if p.is_file() else None
 
-# %% ../../nbs/29_experiments_common.ipynb #05989fc2
+# %% ../../nbs/29_experiments_common.ipynb #5da879ee
 def first_divergence(a:list, b:list)->int|None:
     "Index of the first token where `a` and `b` differ (a length difference counts), or None."
     for i, (x, y) in enumerate(zip(a, b)):
@@ -322,7 +322,7 @@ def match_summary(outputs:list, # each request's tokens
     return dict(exact_match_rate=round(1 - len(bad) / len(div), 4), differing=len(bad),
                 mean_first_divergence=round(sum(bad) / len(bad), 1) if bad else None, first_divergences=div)
 
-# %% ../../nbs/29_experiments_common.ipynb #5da879ee
+# %% ../../nbs/29_experiments_common.ipynb #54893bd2
 def _words(name)->str:
     "A column name as words: `mean_acceptance_length` -> 'mean acceptance length'."
     return str(name).replace('_', ' ')
@@ -372,7 +372,7 @@ def setup_text(setup:dict, # an experiment's `setup`
     "An experiment's setup, one `key: value` line per key (nested dicts inline), for a folded block."
     return '\n'.join(f'{_words(k)}: {_cell(v, decimals)}' for k, v in setup.items())
 
-# %% ../../nbs/29_experiments_common.ipynb #54893bd2
+# %% ../../nbs/29_experiments_common.ipynb #a0e9606f
 def measured_line(r, # an `ExperimentResult`, or its saved JSON as a dict
                   decimals:int=3, # digits after the point for floats
                  )->str:
@@ -401,7 +401,7 @@ def in_short(breaks:str, # what breaks, in a sentence
             f'**What to do.** {cap(do)}', links]
     return '!!! note "In short"\n\n' + '\n\n'.join('    ' + b.replace('\n', ' ') for b in body)
 
-# %% ../../nbs/29_experiments_common.ipynb #a0e9606f
+# %% ../../nbs/29_experiments_common.ipynb #5c64e8b3
 def bars(ax, # a matplotlib axis
          labels:list, # one per group (setting)
          series:dict, # name -> one value per group
