@@ -83,11 +83,6 @@ def _prompts(rng, prefixes:list)->tuple:
     i = rng.randrange(len(prefixes))
     return i, list(prefixes[i]) + [rng.randrange(1, 97) for _ in range(rng.randint(1, 24))]
 
-class _Clock:
-    "Seconds as the loop counts them (the in-process transport's clock)."
-    def __init__(self): self.t = 0.0
-    def __call__(self)->float: return self.t
-
 def soak(requests:int=2000, # requests to send
          seconds:float|None=None, # stop sending after this long (None: no limit)
          transport:str='local', # 'local' (in-process) or 'nixl' (two NIXL agents in this process)
@@ -107,9 +102,9 @@ def soak(requests:int=2000, # requests to send
     "Drive a P/D pair with the mix; the report (see `REPORT`)."
     rng = random.Random(seed)
     faults = tuple(faults or (FAULTS if transport == 'local' else NIXL_FAULTS))
-    table, clock = {}, _Clock()
+    table, now = {}, [0.0]  # seconds as the loop counts them: the in-process transport's clock
     if transport == 'local':
-        t = FaultyLocal(table, timeout_s=timeout_s, lease_s=lease_s, clock=clock)
+        t = FaultyLocal(table, timeout_s=timeout_s, lease_s=lease_s, clock=lambda: now[0])
     elif transport == 'nixl':
         from vllm_pd_spec.engine.nixl_transport import NixlPair
         t = NixlPair(timeout_s=timeout_s, lease_s=lease_s)
@@ -148,7 +143,7 @@ def soak(requests:int=2000, # requests to send
     it = idle = 0
     try:
         while True:
-            it += 1; clock.t += tick
+            it += 1; now[0] += tick
             stop_sending = sent >= requests or (seconds is not None and time.perf_counter() - t0 > seconds)
             if not stop_sending and len(info) < max_outstanding and rng.random() < 0.3:
                 burst = {}
@@ -203,7 +198,7 @@ def soak(requests:int=2000, # requests to send
             if bar is not None and it % 50 == 0 and not stop_sending: bar.set_postfix(in_flight=len(info), mismatched=len(mismatched), rss=f"{rss_mib():.0f}MiB")
             if stop_sending and not info and not P.scheduler.has_requests() and not D.scheduler.has_requests(): break
             idle = 0 if progressed else idle + 1
-            if stop_sending and idle > 20: clock.t += lease_s  # draining: let P's leases run out
+            if stop_sending and idle > 20: now[0] += lease_s  # draining: let P's leases run out
             if idle > (20 + 10 * int((lease_s + timeout_s) / tick) if transport == 'local' else 20_000): break  # stalled
             if transport == 'nixl' and stop_sending and idle > 20: time.sleep(0.001)
     except EngineDeadError as e: dead = repr(e.__cause__ or e)

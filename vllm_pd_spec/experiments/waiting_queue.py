@@ -20,10 +20,6 @@ from .common import reference, sweep, experiment_main
 FORMS = {'legacy (one FCFS queue)': (False, False), 'holders first only': (True, False),
          '#57104 margin only': (False, True), 'fixed (0.33.0: both)': (True, True)}  # name -> (kv_holding_first, reserve_spec_step_blocks)
 
-def _stranded(scheduler)->list:
-    "Waiting requests that hold blocks (a load in flight or landed, or computed tokens kept)."
-    return [r.request_id for r in scheduler.waiting if scheduler._holds_kv_blocks(r)]
-
 def burst(form:str, # a key of `FORMS`
           num_requests:int=12, # prompts in the burst
           prompt_len:tuple=(100, 250), # prompt lengths, drawn uniformly
@@ -32,11 +28,10 @@ def burst(form:str, # a key of `FORMS`
           seed:int=0, # draws the prompts
           idle_steps:int=20, # steps with nothing scheduled or produced that count as a stall
           max_steps:int=5000, # a bound on the loop
-          dtype=torch.float64, # the model's precision (float64: outputs compared exactly)
          )->dict:
     "Serve a burst through P and D with D's scheduler in `form`: finished, hung, running and stranded requests when it ends."
     holding_first, margin = FORMS[form]
-    model = load_model('tiny-hybrid', dtype)
+    model, dtype = load_model('tiny-hybrid', torch.float64), torch.float64  # float64: outputs compared exactly
     rng, V = random.Random(seed), model.args.vocab_size
     prompts = [[rng.randrange(1, V) for _ in range(rng.randint(*prompt_len))] for _ in range(num_requests)]
     t = LocalTransport()
@@ -60,7 +55,7 @@ def burst(form:str, # a key of `FORMS`
     s = D.scheduler
     head = s.waiting[0] if s.waiting else None
     return dict(form=form, requests=num_requests, finished=len(D.finished), hung=num_requests - len(D.finished), stalled=stalled,
-                running=len(s.running), waiting=len(s.waiting), stranded=len(_stranded(s)),
+                running=len(s.running), waiting=len(s.waiting), stranded=sum(s._holds_kv_blocks(r) for r in s.waiting),  # waiting, and holding blocks
                 head=None if head is None else f'{head.request_id}: {head.status.name.lower()}, holds {int(s._holds_kv_blocks(head))}, preempted {head.num_preemptions}x',
                 free_blocks=s.kv_cache_manager.block_pool.get_num_free_blocks(), steps=step + 1,
                 seconds=round(time.perf_counter() - t0, 1), prompts=prompts,
