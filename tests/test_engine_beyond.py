@@ -92,7 +92,7 @@ def test_store_forms_skip_leaves_holes_assert_kills(attn):
     cfgs = {r: make_config('eagle', 3, r, model=attn, cache_config=CacheConfig(num_gpu_blocks=64)) for r in ('prefill', 'decode')}
     kvc = get_kv_cache_config(cfgs['decode'], drafter_layer_names=drafter_layer_names(attn, 'eagle'))
     from vllm_pd_spec.engine.offload import MultiConnectorWorker
-    from vllm_pd_spec.experiments.beyond_kit import pd_generate
+    from vllm_pd_spec.experiments.common import pd_generate
     P = engine_with(cfgs['prefill'], attn, kvc, ModelRunner, PDConnectorWorker('prefill-0', t))
     store = CPUStore()
     D = engine_with(cfgs['decode'], attn, kvc, ModelRunner, MultiConnectorWorker([PDConnectorWorker('decode-0', t), offload_worker(store, kvc)]))

@@ -89,15 +89,16 @@ def test_bench_reports_positive_rates():
 def test_real_model_pd_over_nixl_is_lossless_with_parity_and_survives_corruption():
     from vllm_pd_spec.model.data import make_prompts
     task = {f'req-{i}': e.prompt for i, e in enumerate(make_prompts(4, seed=7))}
-    ref_out, ref_spec = pd_process.llm_standalone(task, max_tokens=6, method='mtp')
-    pd = pd_process.run_pd_nixl(task, max_tokens=6, build=pd_process.build_llm_engine, build_kw=dict(method='mtp'),
+    fixture = dict(method='mtp', model='tiny-hybrid')  # the Fibonacci fixture: its drafters are always right, so parity holds
+    ref_out, ref_spec = pd_process.llm_standalone(task, max_tokens=6, **fixture)
+    pd = pd_process.run_pd_nixl(task, max_tokens=6, build=pd_process.build_llm_engine, build_kw=fixture,
                         p_kw=dict(faults={'req-1': 'corrupt'}), d_kw=dict(timeout_s=120.0), deadline_s=240)  # no timeout on a busy machine
     rd = pd['reports']['decode']
     assert pd['outputs'] == ref_out  # lossless, float64, with one load recomputed
     assert rd['failures'] == [('req-1', 'checksum')] and rd['recomputed'] == 1 and rd['stats']['transfers'] == len(task) - 1
     assert pd['reports']['prefill']['stats']['p_crpt'] == 1  # P heard of it, and dropped the block from its prefix cache
     for r in pd['reports'].values(): assert r['free_blocks'] == r['num_blocks'] - 1 and not any(r['in_use'].values())
-    pd2 = pd_process.run_pd_nixl(task, max_tokens=6, build=pd_process.build_llm_engine, build_kw=dict(method='mtp'), deadline_s=240)
+    pd2 = pd_process.run_pd_nixl(task, max_tokens=6, build=pd_process.build_llm_engine, build_kw=fixture, deadline_s=240)
     assert pd2['outputs'] == ref_out  # lossless
     spec = pd2['reports']['decode']['spec']  # parity: the same accepted drafts per position (vLLM's count adds D's padded steps, none accepted)
     assert spec['num_accepted_tokens_per_pos'] == ref_spec['num_accepted_tokens_per_pos'] and spec['num_drafts'] >= ref_spec['num_drafts']

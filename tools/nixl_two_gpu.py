@@ -4,10 +4,11 @@
     python tools/nixl_two_gpu.py --devices cpu,cpu --quick --out /tmp/x.json  # the same steps on CPU, smaller
 
 Steps, each checked against standalone runs on the same device kind: the toy pair (lossless, no block
-left held); each injected fault alone (counted, recomputed, lossless, nothing held); the trained model
-with MTP, EAGLE and DFlash (lossless and per-position acceptance parity, float64); NIXL READ throughput
-against a copy of the same bytes from P's device to D's, per size. A step that fails is recorded with
-its error and the run goes on; the exit code says whether every invariant held.
+left held); each injected fault alone (counted, recomputed, lossless, nothing held); the Fibonacci
+fixture (`llm`) and the text models (`text`) with MTP, EAGLE and DFlash (lossless, float64; per-position
+acceptance recorded beside standalone's, not judged); NIXL READ throughput against a copy of the same
+bytes from P's device to D's, per size. A step that fails is recorded with its error and the run goes on;
+the exit code says whether every invariant held.
 """
 import argparse, json, platform, random, sys, time, traceback
 from pathlib import Path
@@ -48,10 +49,18 @@ def pd_row(task:dict, devices, max_tokens:int, **kw)->dict:
     print(row, flush=True)
     return row
 
+# Acceptance parity is recorded, not judged: with the runner's hand-off off (the runner's default, as vLLM 0.33.0 ships),
+# D loads drafter entries that P computed from its own sampled token, so per-position acceptance may differ from
+# standalone's (fix 2's mechanism) while every output is still equal.
+def judged(rows:list, num_requests:int)->bool:
+    "A model step's verdict: every output equals standalone's, every request crossed once, nothing held after."
+    return all(r['lossless'] and r['leaks'] == 0 and r['transfers'] == num_requests for r in rows)
+
 def llm(devices, quick):
+    "The Fibonacci fixture (`tiny-hybrid`), each drafter, over NIXL: P/D against standalone on P's device, float64, greedy."
     task = {f'req-{i}': e.prompt for i, e in enumerate(make_prompts(4 if quick else 8, seed=2024))}
-    rows = [pd_row(task, devices, 8, method=method) for method in ('mtp', 'eagle', 'dflash')]
-    return dict(llm=rows), all(r['lossless'] and r['parity'] and r['leaks'] == 0 and r['transfers'] == len(task) for r in rows)
+    rows = [pd_row(task, devices, 8, model='tiny-hybrid', method=method) for method in ('mtp', 'eagle', 'dflash')]
+    return dict(llm=rows), judged(rows, len(task))
 
 def text(devices, quick):
     "The text models, each drafter, over NIXL: P/D against standalone on P's device, float64, greedy."
@@ -60,7 +69,7 @@ def text(devices, quick):
     for model in ('text-attn', 'text-hybrid'):
         task = {f'req-{i}': p for i, p in enumerate(model_prompts(model, 4 if quick else 8, 64 if quick else 256))}
         rows += (new := [pd_row(task, devices, 32, model=model, method=method) for method in ('mtp', 'eagle', 'dflash')])
-        ok &= all(r['lossless'] and r['leaks'] == 0 and r['transfers'] == len(task) for r in new)
+        ok &= judged(new, len(task))
     return dict(text=rows), ok
 
 def bench(devices, quick):

@@ -10,18 +10,16 @@ __all__ = ['K', 'MODEL', 'RULES', 'EVICTIONS', 'SETTINGS', 'DROP_RULES', 'QUICK'
 
 # %% ../../nbs/59d_connector_lookup_experiment.ipynb #da4ae660
 import itertools, torch
-from ..config import SchedulerConfig, CacheConfig, cdiv
 from ..contracts.connector_lookup import uses_connector_path, legacy_uses_connector_path, needs_block_drop, legacy_needs_block_drop
 from ..contracts.draft_groups import draft_group_ids
 from ..engine.kv_cache_manager import get_kv_cache_config, MambaSpec
-from ..engine.llm_engine import LLMEngine, make_config
+from ..engine.request import Request
 from ..engine.runner import ModelRunner, drafter_layer_names
 from ..engine.kv_groups import cache_groups
-from .common import engine_with
 from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker
 from ..model.drafters import load_model
-from .common import torch_threads, differing
-from .beyond_kit import conversations, serve_turns, save_run, load_run, experiment_main
+from vllm_pd_spec.experiments.common import (conversations, serve_turns, longest_turn, engine_configs, engine_with, reference, lossless,
+    sweep, SILENT, experiment_main)
 
 # %% ../../nbs/59d_connector_lookup_experiment.ipynb #d1c7d2ae
 K, MODEL = 3, 'text-hybrid'
@@ -46,76 +44,57 @@ def drop_gdn_states(engine)->int:
 # %% ../../nbs/59d_connector_lookup_experiment.ipynb #d065082e
 def diverged(engine, prompts:list)->int:
     "Prompts whose per-group local hit diverges on `engine`'s cache right now."
-    from vllm_pd_spec.engine.request import Request
     kvm, bs = engine.scheduler.kv_cache_manager, engine.scheduler.block_size
     return sum(kvm.get_computed_blocks_for_connector(Request('probe', p, block_size=bs))[2] for p in prompts)
 
 # %% ../../nbs/59d_connector_lookup_experiment.ipynb #e7b2c33e
 RULES = {'no connector (control)': None, '0.33.0': (uses_connector_path, True), '0.27.1': (legacy_uses_connector_path, True),
          '0.27.1 path, no reconcile (variant)': (legacy_uses_connector_path, False)}
-
-def _cfg(model, method:str, n:int, longest:int):
-    sched = SchedulerConfig(max_num_batched_tokens=max(1024, n * (K + 1) + longest), max_num_seqs=n)
-    cache = CacheConfig(num_gpu_blocks=4 * n * (cdiv(longest, 16) + K + 2) + 8)
-    return make_config(method, K, model=model, scheduler_config=sched, cache_config=cache)
-
 EVICTIONS = ('LRU half', 'GDN states')
+SETTINGS = ((EVICTIONS[0], 64), (EVICTIONS[1], 64), (EVICTIONS[1], 8), (EVICTIONS[1], 1))  # (eviction, second turn's new tokens)
 
 def _evict(engine, how:str)->int:
     "Between the turns: `evict_lru(engine, 0.5)`, or drop every cached GDN state (`drop_gdn_states`)."
     return evict_lru(engine, 0.5) if how == EVICTIONS[0] else drop_gdn_states(engine)
 
-SETTINGS = ((EVICTIONS[0], 64), (EVICTIONS[1], 64), (EVICTIONS[1], 8), (EVICTIONS[1], 1))  # (eviction, second turn's new tokens)
-
-def zero_external_rows(methods=('eagle', 'dflash'), num_convs:int=6, max_tokens:int=32, settings=SETTINGS, bar=None)->list:
+def zero_external_rows(methods=('eagle', 'dflash'), num_convs:int=6, max_tokens:int=32, settings=SETTINGS, bar=SILENT)->list:
     "Diverged hits, nothing loaded: one row per drafter, setting (eviction, new tokens) and rule."
     model, rows = load_model(MODEL, torch.float64), []
     for method, (how, follow) in itertools.product(methods, settings):
         convs = conversations(MODEL, num_convs, follow=follow)
-        longest = max(len(a) for a, _ in convs) + 2 * max_tokens + 64
-        cfg = _cfg(model, method, num_convs, longest)
+        cfg, refs = engine_configs(model, method, K, num_convs, longest_turn(convs, max_tokens))(), {}
         kvc = get_kv_cache_config(cfg, drafter_layer_names=drafter_layer_names(model, method))
-        refs = {}
         for name, rule in RULES.items():
             store = CPUStore()
             eng = engine_with(cfg, model, kvc, ModelRunner, offload_worker(store, kvc) if rule else None)
             if rule:
                 attach_offload(eng, store, OffloadConfig(retrieve=False))
                 eng.scheduler.uses_connector_path, eng.scheduler.reconcile_when_empty = rule
-            seen = {}
-            def between(first, eng=eng, seen=seen):
-                seen['evicted'] = _evict(eng, how)
-                seen['diverged'] = diverged(eng, [list(a) + o + list(b) for (a, b), o in zip(convs, first)])
-            r = serve_turns(eng, convs, max_tokens, between=between)
-            key = tuple(map(tuple, r['prompts']))
-            if key not in refs: refs[key] = LLMEngine(cfg, model, dtype=torch.float64).generate(r['prompts'], max_tokens)
-            diff = differing(r['outputs'], refs[key])
-            rows.append(dict(method=method, k=K, eviction=how, follow=follow, rule=name, evicted_blocks=seen['evicted'], diverged=seen['diverged'],
-                             hit_tokens=sum(r['hits']), requests_differing=sum(d is not None for d in diff), lossless=r['outputs'] == refs[key]))
-            if bar is not None: bar.update()
+            r = serve_turns(eng, convs, max_tokens, between=lambda first, eng=eng, how=how: dict(
+                evicted=_evict(eng, how), diverged=diverged(eng, [list(a) + o + list(b) for (a, b), o in zip(convs, first)])))
+            rows.append(dict(method=method, k=K, eviction=how, follow=follow, rule=name, evicted_blocks=r['between']['evicted'],
+                             diverged=r['between']['diverged'], hit_tokens=sum(r['hits']),
+                             **lossless(r['outputs'], reference(cfg, model, r['prompts'], max_tokens, refs))))
+            bar.update()
     return rows
 
 # %% ../../nbs/59d_connector_lookup_experiment.ipynb #3a62d647
 DROP_RULES = {'0.33.0 (needs_block_drop)': needs_block_drop, '0.27.1 (use_eagle)': legacy_needs_block_drop}
 
-def drop_rows(methods=('eagle', 'dflash'), num_convs:int=6, max_tokens:int=32, bar=None)->list:
+def drop_rows(methods=('eagle', 'dflash'), num_convs:int=6, max_tokens:int=32, bar=SILENT)->list:
     "The local prefix cache kept between the turns: one row per drafter and drop rule."
     model, convs, rows = load_model(MODEL, torch.float64), conversations(MODEL, num_convs), []
-    longest = max(len(a) for a, _ in convs) + 2 * max_tokens + 64
     for method in methods:
-        cfg = _cfg(model, method, num_convs, longest)
-        layers = drafter_layer_names(model, method)
+        cfg, layers, refs = engine_configs(model, method, K, num_convs, longest_turn(convs, max_tokens))(), drafter_layer_names(model, method), {}
         kvc = get_kv_cache_config(cfg, drafter_layer_names=layers)
-        draft, refs = draft_group_ids(cache_groups(kvc, layers)), {}
         for name, rule in DROP_RULES.items():
             eng = engine_with(cfg, model, kvc, ModelRunner)
-            eng.scheduler.kv_cache_manager.drop_group_ids = draft if rule(method) else frozenset()
+            kvm = eng.scheduler.kv_cache_manager
+            kvm.drop_group_ids = draft_group_ids(cache_groups(kvc, layers)) if rule(method) else frozenset()
             r = serve_turns(eng, convs, max_tokens)
-            key = tuple(map(tuple, r['prompts']))
-            if key not in refs: refs[key] = LLMEngine(cfg, model, dtype=torch.float64).generate(r['prompts'], max_tokens)
-            rows.append(dict(method=method, k=K, rule=name, drop_group_ids=sorted(eng.scheduler.kv_cache_manager.drop_group_ids),
-                             hit_tokens=sum(r['hits']), prompt_tokens=sum(map(len, r['prompts'])), lossless=r['outputs'] == refs[key]))
-            if bar is not None: bar.update()
+            rows.append(dict(method=method, k=K, rule=name, drop_group_ids=sorted(kvm.drop_group_ids), hit_tokens=sum(r['hits']),
+                             prompt_tokens=sum(map(len, r['prompts'])), lossless=r['outputs'] == reference(cfg, model, r['prompts'], max_tokens, refs)))
+            bar.update()
     return rows
 
 # %% ../../nbs/59d_connector_lookup_experiment.ipynb #cb4d5209
@@ -127,12 +106,10 @@ def run(full:bool=False, # the full sizes (`FULL`) instead of the default ones (
        )->dict:
     "`{'zero_external': rows, 'drop': rows, 'setup': ...}`."
     sizes = FULL if full else QUICK
-    bar = progress(len(sizes['zero'].get('methods', (1, 2))) * len(RULES) * len(SETTINGS) + 2 * len(DROP_RULES)) if progress is not None else None
-    with torch_threads(1):
+    with sweep(progress, len(sizes['zero'].get('methods', (1, 2))) * len(RULES) * len(SETTINGS) + 2 * len(DROP_RULES)) as bar:
         out = dict(zero_external=zero_external_rows(**sizes['zero'], bar=bar), drop=drop_rows(**sizes['drop'], bar=bar))
-    out['setup'] = dict(full=full, model=MODEL, k=K, block_size=16, dtype='float64', greedy=True, sizes=sizes, evicted_fraction=0.5,
-                        torch_threads=1)
-    return out
+    return out | dict(setup=dict(full=full, model=MODEL, k=K, block_size=16, dtype='float64', greedy=True, sizes=sizes,
+                                 evicted_fraction=0.5, torch_threads=1))
 
 def main(argv=None):
     "Run the experiment from the command line; `--full` saves `nbs/runs/connector_lookup_full.json`."

@@ -8,22 +8,20 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/draft_accounting_experiment.ht
 __all__ = ['K', 'BLOCK', 'MODEL', 'QUICK', 'FULL', 'holes', 'standalone_rows', 'decode_rows', 'run', 'main']
 
 # %% ../../nbs/59c_draft_accounting_experiment.ipynb #edd7d62e
-import random, torch
-from ..config import SchedulerConfig, CacheConfig, cdiv
+import itertools, random, torch
 from ..contracts.draft_accounting import STORE_FORMS
 from ..contracts.draft_groups import drop_group_ids
 from ..engine.kv_cache_manager import get_kv_cache_config
-from ..engine.llm_engine import LLMEngine, make_config, EngineDeadError
+from ..engine.llm_engine import EngineDeadError
 from ..engine.request import Request
 from ..engine.runner import ModelRunner, drafter_layer_names
 from ..engine.transport import LocalTransport, PDConnectorWorker
 from ..engine.kv_groups import cache_groups
-from .common import engine_with
 from vllm_pd_spec.engine.offload import (CPUStore, OffloadConfig, StoreAssertionError, MultiConnectorWorker, attach_offload,
     offload_worker)
 from ..model.drafters import load_model, model_prompts
-from .common import torch_threads, differing
-from .beyond_kit import conversations, serve_turns, pd_generate, save_run, load_run, experiment_main
+from .common import (conversations, serve_turns, longest_turn, engine_configs, engine_with, pd_generate,
+    reference, lossless, sweep, SILENT, experiment_main)
 
 # %% ../../nbs/59c_draft_accounting_experiment.ipynb #f36a0775
 K, BLOCK, MODEL = 3, 16, 'text-attn'
@@ -37,69 +35,56 @@ def holes(store:CPUStore, token_lists:list, group:int=0)->int:
     return n
 
 # %% ../../nbs/59c_draft_accounting_experiment.ipynb #1106b8c5
-def _setup(model, method:str, n:int, longest:int):
-    "role -> config, and the drafter's layers."
-    sched = SchedulerConfig(max_num_batched_tokens=max(1024, n * (K + 1) + longest), max_num_seqs=n)
-    cache = CacheConfig(num_gpu_blocks=4 * n * (cdiv(longest, BLOCK) + K + 2) + 8)
-    return (lambda role: make_config(method, K, role, model=model, scheduler_config=sched, cache_config=cache)), drafter_layer_names(model, method)
+def _died(dead:EngineDeadError)->str:
+    "The store's assertion that killed the engine core, as upstream's kills it (any other death is raised again)."
+    if not isinstance(dead.__cause__, StoreAssertionError): raise dead
+    return str(dead.__cause__)
 
 def standalone_rows(methods=('mtp', 'eagle'), num_convs:int=6, max_tokens:int=32, forms=STORE_FORMS, load_masks=('fixed', 'legacy'),
-                    bar=None)->list:
+                    bar=SILENT)->list:
     "Two turns with the tier, per drafter, store form and load mask: holes, hits, deaths, losslessness."
     model, convs, rows = load_model(MODEL, torch.float64), conversations(MODEL, num_convs), []
-    longest = max(len(a) for a, _ in convs) + 2 * max_tokens + 64
     for method in methods:
-        cfg, layers = _setup(model, method, num_convs, longest)
-        kvc = get_kv_cache_config(cfg('standalone'), drafter_layer_names=layers)
-        drop, refs = drop_group_ids(cache_groups(kvc, layers), method), {}
-        for form in forms:
-            for mask in load_masks:
-                store = CPUStore()
-                eng = engine_with(cfg('standalone'), model, kvc, ModelRunner, offload_worker(store, kvc))
-                attach_offload(eng, store, OffloadConfig(drop_group_ids=drop, store_form=form, load_mask=mask))
-                row = dict(method=method, k=K, store_form=form, load_mask=mask, drop_group_ids=sorted(drop))
-                count = lambda first, store=store: holes(store, [a + o for (a, _), o in zip(convs, first)])  # after the first turn
-                try: r = serve_turns(eng, convs, max_tokens, evict=True, between=count)
-                except EngineDeadError as dead:  # the tracker's assertion kills the engine core, as upstream's does
-                    if not isinstance(dead.__cause__, StoreAssertionError): raise
-                    rows.append(row | dict(engine_died=str(dead.__cause__), requests_lost=sum(1 for q in eng.scheduler.requests.values() if not q.is_finished())))
-                    if bar is not None: bar.update()
-                    continue
-                key = tuple(map(tuple, r['prompts']))
-                if key not in refs: refs[key] = LLMEngine(cfg('standalone'), model, dtype=torch.float64).generate(r['prompts'], max_tokens)
-                diff = differing(r['outputs'], refs[key])
-                rows.append(row | dict(engine_died=None, holes=r['between'], hit_tokens=sum(r['hits']),
-                                       requests_differing=sum(d is not None for d in diff), lossless=r['outputs'] == refs[key]))
-                if bar is not None: bar.update()
+        cfg, layers, refs = engine_configs(model, method, K, num_convs, longest_turn(convs, max_tokens), block_size=BLOCK), drafter_layer_names(model, method), {}
+        kvc = get_kv_cache_config(cfg(), drafter_layer_names=layers)
+        drop = drop_group_ids(cache_groups(kvc, layers), method)
+        for form, mask in itertools.product(forms, load_masks):
+            store = CPUStore()
+            eng = engine_with(cfg(), model, kvc, ModelRunner, offload_worker(store, kvc))
+            attach_offload(eng, store, OffloadConfig(drop_group_ids=drop, store_form=form, load_mask=mask))
+            row = dict(method=method, k=K, store_form=form, load_mask=mask, drop_group_ids=sorted(drop))
+            count = lambda first, store=store: holes(store, [a + o for (a, _), o in zip(convs, first)])  # after the first turn
+            try: r = serve_turns(eng, convs, max_tokens, evict=True, between=count)
+            except EngineDeadError as dead:  # the tracker's assertion kills the engine core
+                rows.append(row | dict(engine_died=_died(dead), requests_lost=sum(not q.is_finished() for q in eng.scheduler.requests.values())))
+            else: rows.append(row | dict(engine_died=None, holes=r['between'], hit_tokens=sum(r['hits']),
+                                         **lossless(r['outputs'], reference(cfg(), model, r['prompts'], max_tokens, refs))))
+            bar.update()
     return rows
 
 # %% ../../nbs/59c_draft_accounting_experiment.ipynb #4cd94187
 def decode_rows(methods=('mtp', 'eagle'), num_prompts:int=8, lengths:tuple=(160, 288), max_tokens:int=32, forms=STORE_FORMS,
-                seed:int=0, bar=None)->list:
+                seed:int=0, bar=SILENT)->list:
     "P/D with the tier on D, per drafter and store form: holes on D and whether D survives."
     model, rng, rows = load_model(MODEL, torch.float64), random.Random(seed), []
     prompts = [p[:rng.randint(*lengths)] for p in model_prompts(MODEL, num_prompts, lengths[1])]
     for method in methods:
-        cfg, layers = _setup(model, method, num_prompts, lengths[1] + max_tokens)
-        kvc = get_kv_cache_config(cfg('standalone'), drafter_layer_names=layers)
-        ref = LLMEngine(cfg('standalone'), model, dtype=torch.float64).generate(prompts, max_tokens)
+        cfg, layers = engine_configs(model, method, K, num_prompts, lengths[1] + max_tokens, block_size=BLOCK), drafter_layer_names(model, method)
+        kvc = get_kv_cache_config(cfg(), drafter_layer_names=layers)
+        ref = reference(cfg(), model, prompts, max_tokens)
         for form in forms:
             t, store = LocalTransport(), CPUStore()
             P = engine_with(cfg('prefill'), model, kvc, ModelRunner, PDConnectorWorker('prefill-0', t))
-            D = engine_with(cfg('decode'), model, kvc, ModelRunner,
-                            MultiConnectorWorker([PDConnectorWorker('decode-0', t), offload_worker(store, kvc)]))
+            D = engine_with(cfg('decode'), model, kvc, ModelRunner, MultiConnectorWorker([PDConnectorWorker('decode-0', t), offload_worker(store, kvc)]))
             attach_offload(D, store, OffloadConfig(drop_group_ids=drop_group_ids(cache_groups(kvc, layers), method), store_form=form))
             row = dict(method=method, k=K, store_form=form)
             try: out = pd_generate(P, D, prompts, max_tokens)
             except EngineDeadError as dead:
-                if not isinstance(dead.__cause__, StoreAssertionError): raise
-                done = sum(1 for i in range(num_prompts) if f'req-{i}' in D.finished)
-                rows.append(row | dict(engine_died=str(dead.__cause__), requests_finished=done, requests_lost=num_prompts - done))
-                if bar is not None: bar.update()
-                continue
-            rows.append(row | dict(engine_died=None, requests_finished=num_prompts, requests_lost=0,
-                                   holes=holes(store, [p + o for p, o in zip(prompts, out)]), lossless=out == ref))
-            if bar is not None: bar.update()
+                done = sum(f'req-{i}' in D.finished for i in range(num_prompts))
+                rows.append(row | dict(engine_died=_died(dead), requests_finished=done, requests_lost=num_prompts - done))
+            else: rows.append(row | dict(engine_died=None, requests_finished=num_prompts, requests_lost=0,
+                                         holes=holes(store, [p + o for p, o in zip(prompts, out)]), lossless=out == ref))
+            bar.update()
     return rows
 
 # %% ../../nbs/59c_draft_accounting_experiment.ipynb #9071c205
@@ -111,12 +96,10 @@ def run(full:bool=False, # the full sizes (`FULL`) instead of the default ones (
        )->dict:
     "`{'standalone': rows, 'decode': rows, 'setup': ...}`."
     sizes = FULL if full else QUICK
-    bar = progress(2 * len(STORE_FORMS) * 2 + 2 * len(STORE_FORMS)) if progress is not None else None
-    with torch_threads(1):
+    with sweep(progress, 2 * len(STORE_FORMS) * 2 + 2 * len(STORE_FORMS)) as bar:
         out = dict(standalone=standalone_rows(**sizes['standalone'], bar=bar), decode=decode_rows(**sizes['decode'], bar=bar))
-    out['setup'] = dict(full=full, model=MODEL, k=K, block_size=BLOCK, dtype='float64', greedy=True, sizes=sizes, torch_threads=1,
-                        layout="drafter layers in the target's group")
-    return out
+    return out | dict(setup=dict(full=full, model=MODEL, k=K, block_size=BLOCK, dtype='float64', greedy=True, sizes=sizes, torch_threads=1,
+                                 layout="drafter layers in the target's group"))
 
 def main(argv=None):
     "Run the experiment from the command line; `--full` saves `nbs/runs/draft_accounting_full.json`."

@@ -9,30 +9,20 @@ __all__ = ['K', 'METHODS', 'TRANSFER_ARMS', 'PREFIX_FORMS', 'CONSUMER_PHASES', '
            'run', 'main']
 
 # %% ../../nbs/59a_draft_groups_experiment.ipynb #3cfc32ef
-import torch
-from ..config import SchedulerConfig, CacheConfig, cdiv
-from vllm_pd_spec.contracts.draft_groups import (consumer_drop_group_ids, decode_draft_kv, reported_54926_layout, transfer_group_ids,
-    draft_group_ids)
-from ..engine.llm_engine import LLMEngine, make_config
+import itertools, torch
+from ..contracts.draft_groups import consumer_drop_group_ids, decode_draft_kv, reported_54926_layout, transfer_group_ids
 from ..engine.runner import drafter_layer_names
 from ..engine.transport import LocalTransport
-from ..engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, TransferSetWorker, DraftGroupRunner
-from .common import engine_with
+from ..engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, TransferSetWorker
 from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker
 from ..model.drafters import load_model, model_prompts
-from .common import torch_threads, differing
-from .beyond_kit import (conversations, serve_turns, pd_generate, acceptance, save_run, load_run, experiment_main)
+from .common import (conversations, serve_turns, longest_turn, engine_configs, engine_with, pd_generate,
+    acceptance, reference, lossless, sweep, SILENT, experiment_main)
 
 # %% ../../nbs/59a_draft_groups_experiment.ipynb #f47abf10
 K, METHODS = 3, ('mtp', 'eagle', 'dflash')
 
 TRANSFER_ARMS = ('standalone', 'P/D, drafter group sent', 'P/D, drafter group left out (#54926)', 'P/D, left out, D prefills (ours)')
-
-def _configs(model, method:str, k:int, n:int, longest:int, chunk:int=0):
-    "role -> `VllmConfig` with room for `n` requests of up to `longest` tokens."
-    sched = SchedulerConfig(max_num_batched_tokens=max(1024, n * (k + 1) + longest), max_num_seqs=n, long_prefill_token_threshold=chunk)
-    cache = CacheConfig(num_gpu_blocks=4 * n * (cdiv(longest, 16) + k + 2) + 8)
-    return lambda role: make_config(method, k, role, model=model, scheduler_config=sched, cache_config=cache)
 
 def _drafted(engine)->float:
     "Mean acceptance length over drafted steps only (ours: D's padded first step left out; vLLM counts it)."
@@ -43,29 +33,26 @@ def _d_computed(D, prompts)->int:
     return sum(len(p) - min(D.finished[f'req-{i}'].num_cached_tokens, len(p) - 1) for i, p in enumerate(prompts))
 
 def transfer_rows(model_name:str='text-attn', methods=METHODS, k:int=K, num_prompts:int=8, prompt_len:int=256, max_tokens:int=32,
-                  bar=None)->list:
-    "One row per drafter and way of serving (`TRANSFER_ARMS`)."
-    model, prompts = load_model(model_name, torch.float64), model_prompts(model_name, num_prompts, prompt_len)
-    rows = []
+                  bar=SILENT)->list:
+    "One row per drafter and way of serving (`TRANSFER_ARMS`); every engine runs `DraftGroupRunner` (`engine_with`'s default)."
+    model, prompts, rows = load_model(model_name, torch.float64), model_prompts(model_name, num_prompts, prompt_len), []
     for method in methods:
-        cfg, layers = _configs(model, method, k, num_prompts, prompt_len + max_tokens), drafter_layer_names(model, method)
-        kvc = get_kv_cache_config_own_draft_group(cfg('standalone'), layers)
-        groups = cache_groups(kvc, layers)
-        std = engine_with(cfg('standalone'), model, kvc, runner_cls=DraftGroupRunner)
+        cfg, layers = engine_configs(model, method, k, num_prompts, prompt_len + max_tokens), drafter_layer_names(model, method)
+        kvc = get_kv_cache_config_own_draft_group(cfg(), layers)
+        groups, std = cache_groups(kvc, layers), engine_with(cfg(), model, kvc)
         ref = std.generate(prompts, max_tokens)
-        rows.append(dict(model=model_name, method=method, k=k, arm=TRANSFER_ARMS[0], draft_kv='computed', **acceptance(std.spec_stats, k), mean_acceptance_length_drafted=_drafted(std),
-                         lossless=True, requests_differing=0, d_prompt_tokens=sum(map(len, prompts))))
-        if bar is not None: bar.update()
+        rows.append(dict(model=model_name, method=method, k=k, arm=TRANSFER_ARMS[0], draft_kv='computed', **acceptance(std.spec_stats, k),
+                         mean_acceptance_length_drafted=_drafted(std), lossless=True, requests_differing=0, d_prompt_tokens=sum(map(len, prompts))))
+        bar.update()
         for arm, layout, remedy in ((TRANSFER_ARMS[1], groups, False), (TRANSFER_ARMS[2], reported_54926_layout(groups), False),
                                     (TRANSFER_ARMS[3], reported_54926_layout(groups), True)):
             t, sent, source = LocalTransport(), transfer_group_ids(layout), decode_draft_kv(layout, recompute_missing=remedy)
-            P = engine_with(cfg('prefill'), model, kvc, runner_cls=DraftGroupRunner, worker=TransferSetWorker('prefill-0', t, sent))
-            D = engine_with(cfg('decode'), model, kvc, runner_cls=DraftGroupRunner, worker=TransferSetWorker('decode-0', t, sent))
+            P = engine_with(cfg('prefill'), model, kvc, worker=TransferSetWorker('prefill-0', t, sent))
+            D = engine_with(cfg('decode'), model, kvc, worker=TransferSetWorker('decode-0', t, sent))
             out = pd_generate(P, D, prompts, max_tokens, to_d=None if source != 'recomputed' else (lambda i: False))
-            diff = differing(out, ref)
-            rows.append(dict(model=model_name, method=method, k=k, arm=arm, draft_kv=source, **acceptance(D.spec_stats, k), mean_acceptance_length_drafted=_drafted(D),
-                             lossless=out == ref, requests_differing=sum(d is not None for d in diff), d_prompt_tokens=_d_computed(D, prompts)))
-            if bar is not None: bar.update()
+            rows.append(dict(model=model_name, method=method, k=k, arm=arm, draft_kv=source, **acceptance(D.spec_stats, k),
+                             mean_acceptance_length_drafted=_drafted(D), **lossless(out, ref), d_prompt_tokens=_d_computed(D, prompts)))
+            bar.update()
     return rows
 
 # %% ../../nbs/59a_draft_groups_experiment.ipynb #466a2359
@@ -73,30 +60,27 @@ PREFIX_FORMS = ('fixed', '0.27.1')
 CONSUMER_PHASES = (('kv_coordinator', False), ('offloading', True))  # (consumer measured, local cache emptied between the turns)
 
 def prefix_rows(models=('text-hybrid', 'text-attn'), methods=METHODS, k:int=K, num_convs:int=6, max_tokens:int=32, chunk:int=64,
-                bar=None)->list:
+                bar=SILENT)->list:
     "One row per model, drafter, form and consumer: the second turn's prefix hits and losslessness."
     rows = []
     for model_name in models:
         model, convs = load_model(model_name, torch.float64), conversations(model_name, num_convs)
-        longest = max(len(a) for a, _ in convs) + 2 * max_tokens + 64
         for method in methods:
-            cfg, layers = _configs(model, method, k, num_convs, longest, chunk), drafter_layer_names(model, method)
-            kvc = get_kv_cache_config_own_draft_group(cfg('standalone'), layers)
+            cfg, layers = engine_configs(model, method, k, num_convs, longest_turn(convs, max_tokens), chunk), drafter_layer_names(model, method)
+            kvc = get_kv_cache_config_own_draft_group(cfg(), layers)
             groups, refs = cache_groups(kvc, layers), {}
-            for form in PREFIX_FORMS:
-                for consumer, evict in CONSUMER_PHASES:
-                    drop = {c: consumer_drop_group_ids(groups, method, c, form) for c in ('kv_coordinator', 'offloading')}
-                    store = CPUStore()
-                    eng = engine_with(cfg('standalone'), model, kvc, runner_cls=DraftGroupRunner, worker=offload_worker(store, kvc))
-                    attach_offload(eng, store, OffloadConfig(drop_group_ids=drop['offloading']), local_drop_group_ids=drop['kv_coordinator'])
-                    r = serve_turns(eng, convs, max_tokens, evict)
-                    key = tuple(map(tuple, r['prompts']))
-                    if key not in refs: refs[key] = LLMEngine(cfg('standalone'), model, dtype=torch.float64).generate(r['prompts'], max_tokens)
-                    rows.append(dict(model=model_name, method=method, k=k, form=form, consumer=consumer, drop_group_ids=sorted(drop[consumer]),
-                                     groups=[g.kind + ('+draft' if g.num_draft_layers else '') for g in groups],
-                                     hit_tokens=sum(r['hits']), prompt_tokens=sum(map(len, r['prompts'])),
-                                     requests_without_hit=sum(h == 0 for h in r['hits']), lossless=r['outputs'] == refs[key]))
-                    if bar is not None: bar.update()
+            for form, (consumer, evict) in itertools.product(PREFIX_FORMS, CONSUMER_PHASES):
+                drop = {c: consumer_drop_group_ids(groups, method, c, form) for c in ('kv_coordinator', 'offloading')}
+                store = CPUStore()
+                eng = engine_with(cfg(), model, kvc, worker=offload_worker(store, kvc))
+                attach_offload(eng, store, OffloadConfig(drop_group_ids=drop['offloading']), local_drop_group_ids=drop['kv_coordinator'])
+                r = serve_turns(eng, convs, max_tokens, evict)
+                rows.append(dict(model=model_name, method=method, k=k, form=form, consumer=consumer, drop_group_ids=sorted(drop[consumer]),
+                                 groups=[g.kind + ('+draft' if g.num_draft_layers else '') for g in groups],
+                                 hit_tokens=sum(r['hits']), prompt_tokens=sum(map(len, r['prompts'])),
+                                 requests_without_hit=sum(h == 0 for h in r['hits']),
+                                 lossless=r['outputs'] == reference(cfg(), model, r['prompts'], max_tokens, refs)))
+                bar.update()
     return rows
 
 # %% ../../nbs/59a_draft_groups_experiment.ipynb #d28fed91
@@ -110,13 +94,10 @@ def run(full:bool=False, # the full sizes (`FULL`) instead of the default ones (
     "Both measurements; `{'transfer': rows, 'prefix': rows, 'setup': ...}`."
     sizes = FULL if full else QUICK
     t, p = sizes['transfer'], sizes['prefix']
-    total = len(t['methods']) * len(TRANSFER_ARMS) + len(p.get('models', (1, 2))) * len(p.get('methods', METHODS)) * 4
-    bar = progress(total) if progress is not None else None
-    with torch_threads(1):
+    with sweep(progress, len(t['methods']) * len(TRANSFER_ARMS) + len(p.get('models', (1, 2))) * len(p.get('methods', METHODS)) * 4) as bar:
         out = dict(transfer=transfer_rows(**t, bar=bar), prefix=prefix_rows(**p, bar=bar))
-    out['setup'] = dict(full=full, k=K, dtype='float64', greedy=True, sizes=sizes, layout='drafter layers in a KV group of their own',
-                        prefill_chunk=64, block_size=16, torch_threads=1)
-    return out
+    return out | dict(setup=dict(full=full, k=K, dtype='float64', greedy=True, sizes=sizes, layout='drafter layers in a KV group of their own',
+                                 prefill_chunk=64, block_size=16, torch_threads=1))
 
 def main(argv=None):
     "Run the experiment from the command line; `--full` saves `nbs/runs/draft_groups_full.json`."

@@ -1,4 +1,4 @@
-"""Prefill and decode engines in separate `spawn`ed processes, each with its own NIXL agent: lossless and parity against standalone (toy runner and the real model), four injected faults survived by recomputing, no block leaked, and NIXL's throughput against a local copy.
+"""Prefill and decode engines in separate `spawn`ed processes, each with its own NIXL agent: lossless against standalone (the toy runner and a text model, its acceptance shown beside standalone's), four injected faults survived by recomputing, no block leaked, and NIXL's throughput against a local copy.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/nixl_pd.html.md"""
 
@@ -15,7 +15,7 @@ from functools import partial
 from ..engine.nixl_transport import NixlTransport, block_descs, mem_type
 from ..engine.transport import KVTransport, PDConnectorWorker
 from ..engine.outputs import ModelRunnerOutput, SchedulerOutput
-from ..config import LayerSpec, ModelConfig, VllmConfig, CacheConfig, make_kv_transfer_params
+from ..config import LayerSpec, ModelConfig, VllmConfig, CacheConfig, SchedulerConfig, cdiv, make_kv_transfer_params
 from ..engine.request import Request
 from ..engine.kv_cache_manager import get_kv_cache_config
 from ..engine.scheduler import Scheduler
@@ -59,23 +59,24 @@ class ToyKVRunner:
 
     def execute_model(self, scheduler_output:SchedulerOutput)->ModelRunnerOutput:
         "One step: load KV (D), write KV for the scheduled positions, sample at the end of each request."
-        so = scheduler_output
-        if self.worker is not None: self.worker.start_load_kv(so.kv_connector_metadata); self.worker.free_requests(so.finished_req_ids)
-        for req_id in so.finished_req_ids | so.preempted_req_ids: self.block_tables.pop(req_id, None); self.state.pop(req_id, None)
-        for new_req in so.scheduled_new_reqs:
+        done = scheduler_output.finished_req_ids
+        if self.worker is not None: self.worker.start_load_kv(scheduler_output.kv_connector_metadata); self.worker.free_requests(done)
+        for req_id in done | scheduler_output.preempted_req_ids: self.block_tables.pop(req_id, None); self.state.pop(req_id, None)
+        for new_req in scheduler_output.scheduled_new_reqs:
             self.block_tables[new_req.req_id] = new_req.block_ids
             states = self.worker.take_states(new_req.req_id) if self.worker is not None else None
             # the state folds in every computed token: a prefix-cache hit's tokens too (the toy's state is their sum)
             hit = float(sum(new_req.prefill_token_ids[:new_req.num_computed_tokens]))
             self.state[new_req.req_id] = (states['gdn'].clone().to(torch.float64) if states
                                           else torch.tensor([hit], dtype=torch.float64))
-        cached = so.scheduled_cached_reqs
+        cached = scheduler_output.scheduled_cached_reqs
         for req_id, block_ids in zip(cached.req_ids, cached.block_ids): self.block_tables[req_id] = block_ids
-        req_ids, sampled_token_ids = list(so.num_scheduled_tokens), []
+        num_scheduled, sampled_token_ids = scheduler_output.num_scheduled_tokens, []
+        req_ids = list(num_scheduled)
         for req_id in req_ids:
             request = self.scheduler.requests[req_id]
             end = request.num_computed_tokens  # advanced at schedule time
-            self._write(req_id, range(end - so.num_scheduled_tokens[req_id], end))
+            self._write(req_id, range(end - num_scheduled[req_id], end))
             sampled_token_ids.append([self.sample(req_id, end)] if end >= request.num_tokens else [])
         kv_connector_output = self.worker.get_finished() if self.worker is not None else None
         return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled_token_ids, [[] for _ in req_ids],
@@ -84,22 +85,28 @@ class ToyKVRunner:
 # %% ../../nbs/39a_nixl_pd.ipynb #33a2b825
 def build_toy_engine(role:str, # 'prefill', 'decode' or 'standalone'
                      transport:KVTransport|None, # this engine's transport (None: standalone)
-                     num_blocks:int=64, # KV blocks in the pool
+                     num_blocks:int=64, # KV blocks in the pool, the null block included
                      device:str='cpu', # where the caches live
+                     prefix_caching:bool=True, # reuse cached blocks across requests
+                     max_num_seqs:int=16, # running requests at most
                     )->LLMEngine:
-    "A toy engine: the scheduler and `ToyKVRunner`, in an `LLMEngine`."
-    vllm_config = VllmConfig(model=TOY_MODEL, role=role, cache_config=CacheConfig(num_gpu_blocks=num_blocks))
+    "A toy engine: the scheduler and `ToyKVRunner`, in an `LLMEngine` with its own pool."
+    vllm_config = VllmConfig(model=TOY_MODEL, role=role, cache_config=CacheConfig(num_gpu_blocks=num_blocks, enable_prefix_caching=prefix_caching),
+                             scheduler_config=SchedulerConfig(max_num_seqs=max_num_seqs))
     return LLMEngine(vllm_config, transport=transport, runner=partial(ToyKVRunner, device=device),
                      kv_cache_config=get_kv_cache_config(vllm_config, drafter_layer_names=TOY_DRAFTER))
 
 # %% ../../nbs/39a_nixl_pd.ipynb #95bbcaa9
 def run_standalone(prompts:dict, # request id -> prompt token ids
-                   max_tokens:int=4, # output tokens per request
-                   num_blocks:int=64, # KV blocks in the pool
+                   max_tokens:int|dict=4, # output tokens per request: one number, or request id -> tokens
+                   prefix_caching:bool=True, # reuse cached blocks across requests
                   )->dict:
-    "Output tokens per request from one engine that prefills and decodes."
-    engine = build_toy_engine('standalone', None, num_blocks)
-    for req_id, prompt in prompts.items(): engine.add_request(Request(req_id, prompt, max_tokens=max_tokens))
+    "Output tokens per request from one engine that prefills and decodes, its pool sized for every request at once."
+    max_tokens = max_tokens if isinstance(max_tokens, dict) else dict.fromkeys(prompts, max_tokens)
+    # three KV groups (attention, the GDN state, the drafter), one more token than each request ends with
+    num_blocks = 1 + sum(3 * cdiv(len(p) + max_tokens[r] + 1, TOY_MODEL.block_size) for r, p in prompts.items())
+    engine = build_toy_engine('standalone', None, num_blocks, prefix_caching=prefix_caching, max_num_seqs=max(1, len(prompts)))
+    for req_id, prompt in prompts.items(): engine.add_request(Request(req_id, prompt, max_tokens=max_tokens[req_id]))
     engine.run()
     assert engine.scheduler.kv_cache_manager.get_num_free_blocks() == num_blocks - 1
     return {req_id: engine.outputs[req_id] for req_id in prompts}
@@ -210,7 +217,7 @@ def build_llm_engine(role:str, # 'prefill', 'decode' or 'standalone'
                      device:str='cpu', # model and cache device
                      num_blocks:int=256, # KV blocks per engine
                      fixes=None, # a `Fixes` (default: all on)
-                     model:str='tiny-hybrid', # a shipped model (`load_model`'s names)
+                     model:str='text-hybrid', # a shipped model (`load_model`'s names; 'tiny-hybrid' is the unit tests' fixture)
                     )->LLMEngine:
     "The `LLMEngine` with a shipped model."
     from vllm_pd_spec.config import Fixes
