@@ -75,6 +75,7 @@ MAPPING = {  # old notebook name -> new (without .ipynb); identity entries are n
     '14a_engine_toy_runner': '34a_engine_toy_runner',
     '15_engine_transport': '35_engine_transport',
     '25_runner': '36_runner',
+    '36a_runner_on_gpu': '36a_runner_on_gpu',
     '26_llm_engine': '37_llm_engine',
     '16_engine_kv_groups': '38_engine_kv_groups',
     '17_engine_offload': '38a_engine_offload',
