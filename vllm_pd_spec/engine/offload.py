@@ -13,7 +13,7 @@ __all__ = ['LOAD_MASKS', 'CPUStore', 'OffloadConfig', 'ReqStoreState', 'OffloadM
 import torch
 from dataclasses import dataclass, field
 from fastcore.basics import patch
-from ..config import VllmConfig
+from ..config import VllmConfig, check_choice
 from ..contracts.draft_accounting import (STORE_FORMS, ASSERTION, connector_num_tokens, legacy_connector_num_tokens,
     storable_blocks, legacy_storable_blocks, load_blocks, legacy_load_blocks)
 from .request import Request
@@ -45,8 +45,7 @@ class OffloadConfig:
     retrieve:bool=True # False: attached, stores, but never reports a hit (retrieval switched off)
     supports_divergent_local_hybrid_hits:bool=False # restores a lagging local GDN state (upstream's connector property; NIXL: True)
     def __post_init__(self):
-        if self.store_form not in STORE_FORMS: raise ValueError(f'store_form must be one of {STORE_FORMS}, got {self.store_form!r}')
-        if self.load_mask not in LOAD_MASKS: raise ValueError(f'load_mask must be one of {LOAD_MASKS}, got {self.load_mask!r}')
+        check_choice('store_form', self.store_form, STORE_FORMS); check_choice('load_mask', self.load_mask, LOAD_MASKS)
         object.__setattr__(self, 'drop_group_ids', frozenset(self.drop_group_ids))
 
 # %% ../../nbs/17_engine_offload.ipynb #0c7ef16d

@@ -13,7 +13,7 @@ __all__ = ['SchedulerAssertionError', 'Scheduler', 'toy_runner_output', 'ToyRunn
 # fixes touch, plus the stand-in runner the model-free experiments step with.
 from fastcore.basics import patch
 from collections import deque
-from ..config import VllmConfig
+from ..config import VllmConfig, check_type
 from ..contracts import lookahead, slots, draft_groups
 from .request import Request, RequestStatus
 from .kv_cache_manager import KVCacheConfig, KVCacheManager, FullAttentionSpec, get_kv_cache_config
@@ -33,8 +33,7 @@ class Scheduler:
                  kv_cache_config:KVCacheConfig|None=None, # the KV groups (default: planned from `vllm_config`)
                  engine_id:str|None=None, # for the connector; default `'{role}-0'`
                 ):
-        if kv_cache_config is not None and not isinstance(kv_cache_config, KVCacheConfig):
-            raise TypeError(f'kv_cache_config={kv_cache_config!r}: a KVCacheConfig or None (the limits are in vllm_config)')
+        check_type('kv_cache_config', kv_cache_config, (KVCacheConfig, type(None)), 'a KVCacheConfig or None (the limits are in vllm_config)')
         self.vllm_config, self.fixes = vllm_config, vllm_config.fixes
         self.scheduler_config = vllm_config.scheduler_config
         self.max_num_scheduled_tokens = self.scheduler_config.max_num_batched_tokens

@@ -13,6 +13,7 @@ __all__ = ['DATA', 'WEIGHTS', 'MODELS', 'VARIANTS', 'DraftLayer', 'MTPDrafter', 
 import json, math, torch, torch.nn as nn, torch.nn.functional as F
 from pathlib import Path
 from dataclasses import dataclass, field, replace, asdict
+from ..config import cdiv
 from .model import (ModelArgs, HybridLM, Block, RMSNorm, MLP, Attention, ModelCache, ForwardMeta,
                                        make_meta, rope, write_kv, paged_attention, _attend)
 
@@ -336,7 +337,7 @@ def spec_decode(model:SpecModel, prompt:list, max_tokens:int, # the request
     "Greedy speculative decoding of one request with clean drafter KV: `(output tokens, SpecStats)`."
     dev = next(model.parameters()).device
     total = len(prompt) + max_tokens + k + 2
-    cache = model.make_cache(num_blocks=-(-total // block_size), block_size=block_size, max_reqs=1, num_spec=k if method else 0)
+    cache = model.make_cache(num_blocks=cdiv(total, block_size), block_size=block_size, max_reqs=1, num_spec=k if method else 0)
     T, stats = model.target, SpecStats(k)
     toks = list(prompt)                       # verified tokens (prompt + outputs)
     hid = [None] * total                      # target hidden state per verified position
