@@ -6,7 +6,8 @@ from vllm_pd_spec.config import (Fixes, LayerSpec, ModelConfig, SpeculativeConfi
                                  make_kv_transfer_params)
 from vllm_pd_spec.engine.request import Request, RequestStatus
 from vllm_pd_spec.engine.outputs import KVConnectorOutput
-from vllm_pd_spec.engine.scheduler import Scheduler, SchedulerAssertionError, toy_runner_output
+from vllm_pd_spec.engine.scheduler import Scheduler, SchedulerAssertionError
+from vllm_pd_spec.engine.toy_runner import toy_runner_output
 
 FULL = ModelConfig((LayerSpec('full_attention'),), block_size=4)
 GDN = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=4)

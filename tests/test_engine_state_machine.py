@@ -13,7 +13,8 @@ from vllm_pd_spec.engine.request import Request, RequestStatus
 from vllm_pd_spec.contracts.slots import drafter_positions_past
 from vllm_pd_spec.engine.kv_cache_manager import SlotChecker, get_kv_cache_config
 from vllm_pd_spec.engine.outputs import KVConnectorOutput
-from vllm_pd_spec.engine.scheduler import Scheduler, toy_runner_output
+from vllm_pd_spec.engine.scheduler import Scheduler
+from vllm_pd_spec.engine.toy_runner import toy_runner_output
 
 MODELS = {
     'full': (LayerSpec('full_attention'),),

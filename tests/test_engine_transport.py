@@ -74,7 +74,8 @@ def test_scheduler_recomputes_a_corrupted_load_and_counts_it():
     "P/D over a transport whose read fails verification: D recomputes the prompt; nothing leaks on either side."
     from vllm_pd_spec.config import LayerSpec, ModelConfig, VllmConfig, CacheConfig, make_kv_transfer_params
     from vllm_pd_spec.engine.request import Request
-    from vllm_pd_spec.engine.scheduler import Scheduler, toy_runner_output
+    from vllm_pd_spec.engine.scheduler import Scheduler
+    from vllm_pd_spec.engine.toy_runner import toy_runner_output
     model = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=4)
     t = _CorruptingTransport()
     S = {r: Scheduler(VllmConfig(model=model, role=r, cache_config=CacheConfig(num_gpu_blocks=32))) for r in ('prefill', 'decode')}
@@ -101,7 +102,8 @@ def test_scheduler_recomputes_a_corrupted_load_and_counts_it():
 # --- Faults a peer (or a broken worker) can cause: each is survived, nothing is freed twice or held forever.
 from vllm_pd_spec.config import LayerSpec, ModelConfig, VllmConfig, CacheConfig, make_kv_transfer_params
 from vllm_pd_spec.engine.request import Request, RequestStatus
-from vllm_pd_spec.engine.scheduler import Scheduler, toy_runner_output
+from vllm_pd_spec.engine.scheduler import Scheduler
+from vllm_pd_spec.engine.toy_runner import toy_runner_output
 from vllm_pd_spec.engine.outputs import KVConnectorOutput
 
 NUM_BLOCKS = 32

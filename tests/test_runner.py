@@ -173,7 +173,7 @@ def test_engine_takes_its_connector_worker():
 def test_engine_steps_any_runner_and_calls_observers_in_order():
     "`LLMEngine(runner=ToyRunner)`: no model; an observer sees each step before the runner and after the update."
     from vllm_pd_spec.config import LayerSpec, ModelConfig, SpeculativeConfig, VllmConfig
-    from vllm_pd_spec.engine.scheduler import ToyRunner
+    from vllm_pd_spec.engine.toy_runner import ToyRunner
     eng = LLMEngine(VllmConfig(SpeculativeConfig('eagle', 2), ModelConfig((LayerSpec('full_attention'),), block_size=4)),
                     runner=ToyRunner)
     seen = []
