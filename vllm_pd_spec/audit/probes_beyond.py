@@ -384,8 +384,8 @@ def probe_mooncake_count()->list:
     expr = exprs[0]
     def theirs(c):
         req = NS(num_computed_tokens=c[0], req_id='r')
-        so = NS(num_scheduled_tokens={'r': c[1]}, scheduled_spec_decode_tokens={'r': [-1] * c[2]} if c[2] else {})
-        return eval(expr, {}, {'request': req, 'scheduler_output': so})
+        scheduler_output = NS(num_scheduled_tokens={'r': c[1]}, scheduled_spec_decode_tokens={'r': [-1] * c[2]} if c[2] else {})
+        return eval(expr, {}, {'request': req, 'scheduler_output': scheduler_output})
     return [classify(name, place(fn), count_cases(), theirs, lambda c: draft_accounting.connector_num_tokens(*c[:3]),
                      lambda c: draft_accounting.legacy_connector_num_tokens(*c[:3]), show=_show_count, how='by source',
                      note=f'num_tokens_to_compute = {expr} (first assignment: scheduled_new_reqs)')]
@@ -627,9 +627,9 @@ def replay_waiting(make, case)->str:
                                                remote_host='localhost', remote_port=1234, tp_size=1)
         return r
     loading = lambda s: {r for r in s.requests if s.requests[r].status == RS.WAITING_FOR_REMOTE_KVS}
-    def land(s, so):
-        ids = list(so.num_scheduled_tokens)
-        s.update_from_output(so, O.ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+    def land(s, scheduler_output):
+        ids = list(scheduler_output.num_scheduled_tokens)
+        s.update_from_output(scheduler_output, O.ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
                                                      sampled_token_ids=[[] for _ in ids],
                                                      kv_connector_output=O.KVConnectorOutput(finished_recving=loading(s))))
     with quiet_vllm():

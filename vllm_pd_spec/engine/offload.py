@@ -165,14 +165,14 @@ def _store_job(self:OffloadConnectorScheduler, request:Request, block_ids:tuple,
 @patch
 def build_connector_meta(self:OffloadConnectorScheduler, scheduler_output=None)->OffloadMetadata:
     "This step's loads and stores."
-    so, meta = scheduler_output, OffloadMetadata(loads=self._loads)
+    meta = OffloadMetadata(loads=self._loads)
     self._loads = {}
-    if so is not None:
-        new = {r.req_id: r.block_ids for r in so.scheduled_new_reqs}
-        cached = dict(zip(so.scheduled_cached_reqs.req_ids, so.scheduled_cached_reqs.block_ids))
-        for rid, n in so.num_scheduled_tokens.items():
+    if scheduler_output is not None:
+        new = {r.req_id: r.block_ids for r in scheduler_output.scheduled_new_reqs}
+        cached = dict(zip(scheduler_output.scheduled_cached_reqs.req_ids, scheduler_output.scheduled_cached_reqs.block_ids))
+        for rid, n in scheduler_output.num_scheduled_tokens.items():
             req = self._requests[rid]
-            job = self._store_job(req, new.get(rid) or cached[rid], n, len(so.scheduled_spec_decode_tokens.get(rid, [])))
+            job = self._store_job(req, new.get(rid) or cached[rid], n, len(scheduler_output.scheduled_spec_decode_tokens.get(rid, [])))
             if job: meta.stores.append(job)
     for rid, job in self._finished_stores.items():
         if job: meta.stores.append(job)
