@@ -13,7 +13,7 @@ __all__ = ['prefill_backoff', 'remote_prefill_token_count', 'skips_prefix_cache'
 
 # %% ../../nbs/02_prefill_backoff.ipynb #ac00bfe8
 from types import SimpleNamespace
-from ..config import check_bool, check_int, make_kv_transfer_params
+from ..config import check, check_bool, check_int, make_kv_transfer_params
 
 # %% ../../nbs/02_prefill_backoff.ipynb #85fa3eee
 def prefill_backoff(has_mamba:bool, # the model has GDN/Mamba layers
@@ -139,10 +139,10 @@ def _taint_bounds(num_prompt_tokens, num_modules, backoff, handoff_window, num_m
     N, m = check_int('num_prompt_tokens', num_prompt_tokens, 1), check_int('num_modules', num_modules, 0)
     b, w, e = check_int('backoff', backoff, 0), check_int('handoff_window', handoff_window, 0), check_int('num_matched', num_matched, 0)
     b_d = b if remote_backoff is None else check_int('remote_backoff', remote_backoff, 0)
-    if b_d < b: raise ValueError(f'remote_backoff={b_d} is invalid: must be >= backoff={b} (D cannot load what P did not compute)')
+    check(b_d >= b, 'remote_backoff', b_d, f'>= backoff={b} (D cannot load what P did not compute)')
     M = remote_prefill_token_count(N, b)     # prompt tokens P computes (it truncates by the same rule)
     S = remote_prefill_token_count(N, b_d)   # prompt tokens D loads
-    if S > M: raise ValueError(f'remote_backoff={b_d} is invalid here: D would load {S} prompt tokens, P computes {M}')
+    check(S <= M, 'remote_backoff', b_d, f'small enough that D loads no more than P computes (here D would load {S} prompt tokens, P computes {M})')
     R = S if S < N else N - 1                # D's first computed position: a full load recomputes the last token
     F = min(R, max(0, M - w)) if w else R    # a hand-off rewrites P's last `w` positions
     return M + e - 1, F
@@ -158,7 +158,7 @@ def draft_tainted_positions(num_prompt_tokens:int, # the full prompt's length N
     "Per module, the range of prompt positions whose drafter KV on D differs from a clean computation after D's first decode step."
     E, F = _taint_bounds(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched, remote_backoff)
     F0 = F - check_int('stale_reprefill', stale_reprefill, 0)  # D's first window reaches back to F0, every module, from stale rows
-    if F0 < 0: raise ValueError(f'stale_reprefill={stale_reprefill} is invalid here: D would re-prefill before position 0')
+    check(F0 >= 0, 'stale_reprefill', stale_reprefill, f'at most {F} here: D would re-prefill before position 0')
     out, chained = [], False
     for j in range(num_modules):
         lo = min(max(0, E - j), F0) if F0 < F else max(0, E - j)
@@ -171,7 +171,7 @@ def tainted_entries(num_prompt_tokens:int, num_modules:int, backoff:int, handoff
     "How many entries `draft_tainted_positions` holds, in closed form (no loop over modules or positions)."
     E, F = _taint_bounds(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched, remote_backoff)
     N, m, s = num_prompt_tokens, num_modules, check_int('stale_reprefill', stale_reprefill, 0)
-    if s > F: raise ValueError(f'stale_reprefill={s} is invalid here: D would re-prefill before position 0')
+    check(s <= F, 'stale_reprefill', s, f'at most {F} here: D would re-prefill before position 0')
     if s and m: return _entries_with_stale(N, m, E, F, F - s)
     j0 = max(0, E - F + 1)                   # the first module with loaded taint: E - j < F
     if F <= 0 or j0 >= m: return 0

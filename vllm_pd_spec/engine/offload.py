@@ -13,7 +13,7 @@ __all__ = ['LOAD_MASKS', 'CPUStore', 'OffloadConfig', 'ReqStoreState', 'OffloadM
 import torch
 from dataclasses import dataclass, field
 from fastcore.basics import patch
-from ..config import VllmConfig, check_choice
+from ..config import VllmConfig, check, check_choice
 from ..contracts.draft_accounting import (STORE_FORMS, ASSERTION, connector_num_tokens, legacy_connector_num_tokens,
     storable_blocks, legacy_storable_blocks, load_blocks, legacy_load_blocks)
 from .request import Request
@@ -316,11 +316,11 @@ def attach_offload(engine, # an `LLMEngine` built with `worker=offload_worker(..
     tier = OffloadConnectorScheduler(s.vllm_config, s.kv_cache_config, store, config)
     tier.bind(s.requests)
     if s.connector is None:
-        if not isinstance(w, OffloadConnectorWorker): raise ValueError('build the engine with worker=offload_worker(...)')
+        check(isinstance(w, OffloadConnectorWorker), 'worker', w, 'an offload_worker(...): build the engine with worker=offload_worker(...)')
         s.connector = tier
     else:
-        if not (isinstance(w, MultiConnectorWorker) and isinstance(w.workers[-1], OffloadConnectorWorker)):
-            raise ValueError('a P/D engine needs worker=MultiConnectorWorker([its P/D worker, offload_worker(...)])')
+        check(isinstance(w, MultiConnectorWorker) and isinstance(w.workers[-1], OffloadConnectorWorker), 'worker', w,
+              'a MultiConnectorWorker([its P/D worker, offload_worker(...)]) on a P/D engine')
         s.connector = MultiConnectorScheduler([s.connector, tier])
     s.kv_cache_manager.drop_group_ids = frozenset(config.drop_group_ids if local_drop_group_ids is None else local_drop_group_ids)
     return tier

@@ -8,6 +8,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/engine_toy_runner.html.md"""
 __all__ = ['toy_runner_output', 'ToyRunner']
 
 # %% ../../nbs/13b_engine_toy_runner.ipynb #8d4a1408
+from ..config import check
 from .outputs import SchedulerOutput, KVConnectorOutput, ModelRunnerOutput
 
 # %% ../../nbs/13b_engine_toy_runner.ipynb #6c7f7c9b
@@ -42,7 +43,7 @@ class ToyRunner:
                  ack_sends:bool=False, # report each step's published blocks as read at the next step (an eager D)
                  **kw, # `toy_runner_output` options: `token`, `accept`, `num_drafts`
                 ):
-        if worker is not None: raise ValueError('worker: ToyRunner has no KV caches to transfer; give it no transport')
+        check(worker is None, 'worker', worker, 'None: the toy has no KV caches to transfer (give the engine no transport)')
         self.scheduler, self.ack_sends, self.kw, self._sent = scheduler, ack_sends, kw, set()
 
     def execute_model(self, scheduler_output:SchedulerOutput)->ModelRunnerOutput:
