@@ -145,6 +145,14 @@ class ModelRunner:
             if pos: out['handoff.start'], out['handoff.hidden'] = torch.tensor([pos[0]]), torch.stack([r.hidden[p] for p in pos]).cpu()
         return out
 
+# %% ../../nbs/36_runner.ipynb #13514122
+@patch
+def _graph_steps(self:ModelRunner)->bool:
+    "Uniform decode steps go through the captured path: on CUDA with `enforce_eager` off, or (`_graph_eager_test`) the same functions run uncaptured."
+    return (torch.device(self.device).type == 'cuda' and not self.enforce_eager) or self._graph_eager_test
+
+ModelRunner._graph_eager_test = False  # tests: run the captured step functions eagerly on any device (set before the runner is built)
+
 # %% ../../nbs/36_runner.ipynb #b1f0a7c3
 @patch
 def _make_buffers(self:ModelRunner, max_reqs:int, spec):
@@ -703,13 +711,6 @@ def _uniform_decode(self:ModelRunner, scheduler_output:SchedulerOutput)->bool:
         if num != q or len(scheduler_output.scheduled_spec_decode_tokens.get(req_id, [])) != self.k: return False
         if req.num_computed < req.prefill_len or req.sample_from_record or req.pending_repair: return False
     return not any(self._gdn_rows(reqs, [q] * n, [self.k] * n))  # the row rule must call every row a decode row (fix 5)
-
-@patch
-def _graph_steps(self:ModelRunner)->bool:
-    "Uniform decode steps go through the captured path: on CUDA with `enforce_eager` off, or (`_graph_eager_test`) the same functions run uncaptured."
-    return (torch.device(self.device).type == 'cuda' and not self.enforce_eager) or self._graph_eager_test
-
-ModelRunner._graph_eager_test = False  # tests: run the captured step functions eagerly on any device (set before the runner is built)
 
 # %% ../../nbs/36_runner.ipynb #c0da0a03
 class DecodeGraph:
