@@ -9,14 +9,14 @@ __all__ = ['LEGACY_0271', 'FIXES_0290', 'ARMS', 'ARM_0290', 'TOL', 'MODELS', 'KS
            'TEMPERATURE', 'DEFAULT', 'QUICK', 'VARIANTS', 'FULL', 'SWEEP_RUN', 'SEED_FIGURE', 'NOTES', 'StepLog',
            'Continuation', 'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census', 'predicted', 'num_matched',
            'serve_arm', 'taint', 'acceptance', 'prompt_set', 'run_setting', 'sweep_config', 'sweep_setup', 'run',
-           'arms_table', 'plot_heat', 'plot_acceptance', 't975', 'mean_ci', 'paired', 'summarize', 'setting',
-           'plot_sweep', 'plot_by_step', 'sweep_table']
+           'arms_table', 'plot_heat', 'plot_acceptance', 'summarize', 'setting', 'plot_sweep', 'plot_by_step',
+           'sweep_table']
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #9f5d71ce
 # Over 400 lines: the arms, the census and the sweep of one experiment; each function is short.
-import math, time, torch
+import time, torch
 from dataclasses import replace
-from statistics import mean, stdev
+from statistics import mean
 from ..config import Fixes
 import vllm_pd_spec.contracts.backoff
 from .. import contracts
@@ -25,7 +25,7 @@ from ..engine.runner import SamplingParams
 from ..model.drafters import SpecModel, load_model, model_prompts
 from . import common
 from .common import (ExperimentResult, Arm, arms, serve, kv_slots, reader_table, save_run, load_run,
-                                             torch_threads, check_device, check_transport)
+                                             torch_threads, check_device, check_transport, mean_ci, paired)
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #3aef547d
 LEGACY_0271 = Fixes().off('lookahead_contract', 'prefill_backoff', 'truncation_ordering', 'gdn_decode_detection')
@@ -453,28 +453,6 @@ def plot_acceptance(rows:dict, # {arm: row} of one setting
                   f'and mean acceptance length at each request\'s i-th decode step per arm (lines).')
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #66017a65
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201,
-         12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074,
-         23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}
-
-def t975(df:int)->float:
-    "Student's t 97.5% quantile: the table to 30 degrees of freedom, then the Cornish-Fisher expansion (error < 0.001)."
-    if df < 1: raise ValueError(f'df={df!r}: must be >= 1')
-    if df in _T975: return _T975[df]
-    z = 1.959963984540054
-    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
-
-def mean_ci(xs:list)->tuple:
-    "`(mean, half-width of the 95% interval)` over `xs` (Student's t; 0 for one value)."
-    if not xs: raise ValueError('xs: no values')
-    m = mean(xs)
-    return m, (t975(len(xs) - 1) * stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0)
-
-def paired(xs:list, ys:list)->tuple:
-    "`(mean of x - y, 95% half-width, pairs)` over requests present in both (None: a request with no counted step)."
-    d = [x - y for x, y in zip(xs, ys, strict=True) if x is not None and y is not None]
-    return (*mean_ci(d), len(d)) if d else (0.0, 0.0, 0)
-
 def summarize(rows:list, # the sweep's rows (`run(full=True).rows`)
              )->list:
     "One dict per (model, k, temperature, arm): acceptance and its interval, the paired difference from standalone, taint."

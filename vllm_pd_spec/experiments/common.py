@@ -7,12 +7,13 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/experiments_common.html.md"""
 # %% auto #0
 __all__ = ['ROLES', 'RUNS', 'SILENT', 'ExperimentResult', 'torch_threads', 'check_device', 'check_transport', 'make_transport',
            'Arm', 'arms', 'pool_blocks', 'Served', 'serve', 'kv_slots', 'acceptance', 'engine_with', 'pd_generate',
-           'runs_dir', 'save_run', 'load_run', 'first_divergence', 'differing', 'match_summary', 'reader_table',
-           'setup_text', 'measured_line', 'in_short', 'bars', 'conversations', 'second_turn', 'serve_turns',
-           'longest_turn', 'engine_configs', 'reference', 'lossless', 'sweep', 'experiment_main']
+           'runs_dir', 'save_run', 'load_run', 'first_divergence', 'differing', 'match_summary', 't975', 'mean_ci',
+           'paired', 'reader_table', 'setup_text', 'measured_line', 'in_short', 'bars', 'conversations', 'second_turn',
+           'serve_turns', 'longest_turn', 'engine_configs', 'reference', 'lossless', 'sweep', 'experiment_main']
 
 # %% ../../nbs/40_experiments_common.ipynb #82394b71
-import contextlib, json, time, torch
+import contextlib, json, math, time, torch
+from statistics import mean, stdev
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from ..config import Fixes, SchedulerConfig, CacheConfig, cdiv, make_kv_transfer_params
@@ -321,6 +322,29 @@ def match_summary(outputs:list, # each request's tokens
     bad = [d for d in div if d is not None]
     return dict(exact_match_rate=round(1 - len(bad) / len(div), 4), differing=len(bad),
                 mean_first_divergence=round(sum(bad) / len(bad), 1) if bad else None, first_divergences=div)
+
+# %% ../../nbs/40_experiments_common.ipynb #b3d9f4a1
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201,
+         12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074,
+         23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}
+
+def t975(df:int)->float:
+    "Student's t 97.5% quantile: the table to 30 degrees of freedom, then the Cornish-Fisher expansion (error < 0.001)."
+    if df < 1: raise ValueError(f'df={df!r}: must be >= 1')
+    if df in _T975: return _T975[df]
+    z = 1.959963984540054
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+def mean_ci(xs:list)->tuple:
+    "`(mean, half-width of the 95% interval)` over `xs` (Student's t; 0 for one value)."
+    if not xs: raise ValueError('xs: no values')
+    m = mean(xs)
+    return m, (t975(len(xs) - 1) * stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0)
+
+def paired(xs:list, ys:list)->tuple:
+    "`(mean of x - y, 95% half-width, pairs)` over requests present in both (None: a request with no counted step)."
+    d = [x - y for x, y in zip(xs, ys, strict=True) if x is not None and y is not None]
+    return (*mean_ci(d), len(d)) if d else (0.0, 0.0, 0)
 
 # %% ../../nbs/40_experiments_common.ipynb #54893bd2
 def _words(name)->str:

@@ -16,8 +16,7 @@ from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, Arm, serve, kv_slots, bars, setup_text, reader_table, torch_threads, check_device
-from .backoff import mean_ci
+from .common import ExperimentResult, Arm, serve, kv_slots, bars, setup_text, reader_table, torch_threads, check_device, mean_ci
 
 # %% ../../nbs/54_dflash_slots_experiment.ipynb #4a7fec78
 def shared_prefix_prompts(n:int, # prompts
