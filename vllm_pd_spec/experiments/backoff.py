@@ -6,11 +6,10 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.htm
 
 # %% auto #0
 __all__ = ['LEGACY_0271', 'FIXES_0290', 'ARMS', 'ARM_0290', 'TOL', 'MODELS', 'KS', 'NUM_SEEDS', 'PROMPT_LEN', 'MAX_TOKENS',
-           'TEMPERATURE', 'DEFAULT', 'QUICK', 'VARIANTS', 'FULL', 'SWEEP_RUN', 'SEED_FIGURE', 'NOTES', 'StepLog',
-           'Continuation', 'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census', 'predicted', 'num_matched',
-           'serve_arm', 'taint', 'acceptance', 'prompt_set', 'run_setting', 'sweep_config', 'sweep_setup', 'run',
-           'arms_table', 'plot_heat', 'plot_acceptance', 'summarize', 'setting', 'plot_sweep', 'plot_by_step',
-           'sweep_table']
+           'TEMPERATURE', 'DEFAULT', 'QUICK', 'VARIANTS', 'FULL', 'SWEEP_RUN', 'SEED_FIGURE', 'NOTES', 'Continuation',
+           'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census', 'predicted', 'num_matched', 'serve_arm',
+           'taint', 'acceptance', 'prompt_set', 'run_setting', 'sweep_config', 'sweep_setup', 'run', 'arms_table',
+           'plot_heat', 'plot_acceptance', 'summarize', 'setting', 'plot_sweep', 'plot_by_step', 'sweep_table']
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #9f5d71ce
 # Over 400 lines: the arms, the census and the sweep of one experiment; each function is short.
@@ -25,7 +24,7 @@ from ..engine.runner import SamplingParams
 from ..model.drafters import SpecModel, load_model, model_prompts
 from . import common
 from .common import (ExperimentResult, Arm, arms, serve, kv_slots, reader_table, save_run, load_run,
-                                             torch_threads, check_device, check_transport, mean_ci, paired)
+                                             torch_threads, check_device, check_transport, mean_ci, paired, StepLog)
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #3aef547d
 LEGACY_0271 = Fixes().off('lookahead_contract', 'prefill_backoff', 'truncation_ordering', 'gdn_decode_detection')
@@ -49,39 +48,6 @@ ARM_0290 = Arm('0.29.0', FIXES_0290, 'legacy', label='0.29.0',
                what="vLLM 0.29.0: fix 1's numbers and fix 3's ordering already there, the Mamba-only backoff (no #55055), the 0.27.1 row rule")
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #eab3d237
-class StepLog(StepObserver):
-    "Per request: one `(spec tokens, real drafts, accepted, tokens)` tuple per step in which it was scheduled."
-    def __init__(self): super().__init__(); self.steps = {}
-
-    def on_output(self, scheduler_output, model_runner_output, outputs):
-        "Log this step's spec tokens (placeholders included), real drafts, accepted drafts and new tokens of every scheduled request."
-        num_new = {o.request_id: len(o.new_token_ids) for o in outputs}
-        for req_id in scheduler_output.num_scheduled_tokens:
-            spec = scheduler_output.scheduled_spec_decode_tokens.get(req_id, [])
-            req_index = model_runner_output.req_id_to_index.get(req_id)
-            sampled = model_runner_output.sampled_token_ids[req_index] if req_index is not None else []
-            num_accepted = max(0, len(sampled) - 1) if spec else 0
-            # vLLM's count (`Scheduler.update_from_output`): a step with spec tokens that generated tokens
-            self.steps.setdefault(req_id, []).append((len(spec) if sampled else 0, sum(t >= 0 for t in spec), num_accepted,
-                                                      num_new.get(req_id, 0)))
-
-    def counted(self, req_id:str)->list:
-        "The request's steps vLLM counts (spec tokens scheduled, tokens generated): accepted drafts at each."
-        return [x[2] for x in self.steps.get(req_id, []) if x[0] > 0]
-
-    def first_rejected(self, req_id:str)->int:
-        "Drafts rejected in the request's first step with real drafts (0 when it had none)."
-        return next((x[1] - x[2] for x in self.steps.get(req_id, []) if x[1] > 0), 0)
-
-    def by_step(self, steps:int=16)->list:
-        "Mean acceptance length at each request's i-th counted decode step, i = 1 .. `steps` (None where no request got that far)."
-        cols = [[a[i] for a in map(self.counted, self.steps) if len(a) > i] for i in range(steps)]
-        return [1 + sum(c) / len(c) if c else None for c in cols]
-
-    def per_request(self, req_ids:list)->list:
-        "Each request's own mean acceptance length, vLLM's count (`1 + accepted / counted steps`)."
-        return [1 + sum(a) / len(a) if a else None for a in map(self.counted, req_ids)]
-
 class Continuation(StepObserver):
     "P's continuation of each prompt: the token it sampled at the end of its prompt, then its drafts."
     def __init__(self): super().__init__(); self.tokens = {}

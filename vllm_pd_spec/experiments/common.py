@@ -6,10 +6,11 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/experiments_common.html.md"""
 
 # %% auto #0
 __all__ = ['ROLES', 'RUNS', 'SILENT', 'ExperimentResult', 'torch_threads', 'check_device', 'check_transport', 'make_transport',
-           'Arm', 'arms', 'pool_blocks', 'Served', 'serve', 'kv_slots', 'acceptance', 'engine_with', 'pd_generate',
-           'runs_dir', 'save_run', 'load_run', 'first_divergence', 'differing', 'match_summary', 't975', 'mean_ci',
-           'paired', 'reader_table', 'setup_text', 'measured_line', 'in_short', 'bars', 'conversations', 'second_turn',
-           'serve_turns', 'longest_turn', 'engine_configs', 'reference', 'lossless', 'sweep', 'experiment_main']
+           'Arm', 'arms', 'pool_blocks', 'Served', 'serve', 'kv_slots', 'acceptance', 'StepLog', 'engine_with',
+           'pd_generate', 'runs_dir', 'save_run', 'load_run', 'first_divergence', 'differing', 'match_summary', 't975',
+           'mean_ci', 'paired', 'reader_table', 'setup_text', 'measured_line', 'in_short', 'bars', 'conversations',
+           'second_turn', 'serve_turns', 'longest_turn', 'engine_configs', 'reference', 'lossless', 'sweep',
+           'experiment_main']
 
 # %% ../../nbs/40_experiments_common.ipynb #82394b71
 import contextlib, json, math, time, torch
@@ -240,6 +241,51 @@ def acceptance(stats, # a `SpecDecodingStats`
     pos = (list(stats.num_accepted_tokens_per_pos) + [0] * k)[:k]
     return dict(mean_acceptance_length=r(stats.mean_acceptance_length),
                 per_position=[r(a / max(stats.num_drafts, 1)) for a in pos], num_drafts=stats.num_drafts)
+
+# %% ../../nbs/40_experiments_common.ipynb #e6f2c8d9
+class StepLog(StepObserver):
+    "Per request: one `(spec tokens, real drafts, accepted, tokens)` tuple per step in which it was scheduled."
+    def __init__(self): super().__init__(); self.steps = {}
+
+    def on_output(self, scheduler_output, model_runner_output, outputs):
+        "Log this step's spec tokens (placeholders included), real drafts, accepted drafts and new tokens of every scheduled request."
+        num_new = {o.request_id: len(o.new_token_ids) for o in outputs}
+        for req_id in scheduler_output.num_scheduled_tokens:
+            spec = scheduler_output.scheduled_spec_decode_tokens.get(req_id, [])
+            req_index = model_runner_output.req_id_to_index.get(req_id)
+            sampled = model_runner_output.sampled_token_ids[req_index] if req_index is not None else []
+            num_accepted = max(0, len(sampled) - 1) if spec else 0
+            # vLLM's count (`Scheduler.update_from_output`): a step with spec tokens that generated tokens
+            self.steps.setdefault(req_id, []).append((len(spec) if sampled else 0, sum(t >= 0 for t in spec), num_accepted,
+                                                      num_new.get(req_id, 0)))
+
+    def counted(self, req_id:str)->list:
+        "The request's steps vLLM counts (spec tokens scheduled, tokens generated): accepted drafts at each."
+        return [x[2] for x in self.steps.get(req_id, []) if x[0] > 0]
+
+    def drafted(self, req_id:str)->list:
+        "The request's counted steps with at least one real draft (the drafted-steps-only count): accepted drafts at each."
+        return [x[2] for x in self.steps.get(req_id, []) if x[0] > 0 and x[1] > 0]
+
+    def pooled(self, req_ids, # the requests to pool
+               drafted:bool=True, # drafted steps only (else vLLM's count, padded steps included)
+              )->float:
+        "Mean acceptance length over `req_ids`, pooled as the scheduler pools it: `1 + accepted / steps`."
+        a = [x for r in req_ids for x in (self.drafted(r) if drafted else self.counted(r))]
+        return 1 + sum(a) / max(1, len(a))
+
+    def first_rejected(self, req_id:str)->int:
+        "Drafts rejected in the request's first step with real drafts (0 when it had none)."
+        return next((x[1] - x[2] for x in self.steps.get(req_id, []) if x[1] > 0), 0)
+
+    def by_step(self, steps:int=16)->list:
+        "Mean acceptance length at each request's i-th counted decode step, i = 1 .. `steps` (None where no request got that far)."
+        cols = [[a[i] for a in map(self.counted, self.steps) if len(a) > i] for i in range(steps)]
+        return [1 + sum(c) / len(c) if c else None for c in cols]
+
+    def per_request(self, req_ids:list)->list:
+        "Each request's own mean acceptance length, vLLM's count (`1 + accepted / counted steps`)."
+        return [1 + sum(a) / len(a) if a else None for a in map(self.counted, req_ids)]
 
 # %% ../../nbs/40_experiments_common.ipynb #21357e37
 def engine_with(vllm_config, # the engine's config
