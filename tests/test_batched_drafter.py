@@ -43,9 +43,9 @@ def test_drafter_forwards_per_step(method, per_step, monkeypatch):
         calls, steps = [], []
         hook = {'mtp': m.mtp, 'eagle': m.eagle, 'dflash': m.dflash}[method].register_forward_pre_hook(lambda *_: calls.append(1))
         run_step = eng.runner.execute_model
-        def counted(so):
-            n = len(calls); out = run_step(so)
-            steps.append((len(so.num_scheduled_tokens), len(calls) - n)); return out
+        def counted(scheduler_output):
+            n = len(calls); out = run_step(scheduler_output)
+            steps.append((len(scheduler_output.num_scheduled_tokens), len(calls) - n)); return out
         eng.runner.execute_model = counted
         try: outs = eng.generate(model_prompts('text-attn', 4, 16), max_tokens=8)
         finally: hook.remove()

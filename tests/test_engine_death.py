@@ -2,7 +2,8 @@
 import pytest
 from vllm_pd_spec.config import Fixes, LayerSpec, ModelConfig, VllmConfig, SchedulerConfig, CacheConfig, make_kv_transfer_params
 from vllm_pd_spec.engine.request import Request
-from vllm_pd_spec.engine.scheduler import ToyRunner, SchedulerAssertionError
+from vllm_pd_spec.engine.scheduler import SchedulerAssertionError
+from vllm_pd_spec.engine.toy_runner import ToyRunner
 from vllm_pd_spec.engine.llm_engine import LLMEngine, EngineDeadError
 
 def p_engine(fixes):

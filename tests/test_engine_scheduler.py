@@ -6,7 +6,8 @@ from vllm_pd_spec.config import (Fixes, LayerSpec, ModelConfig, SpeculativeConfi
                                  make_kv_transfer_params)
 from vllm_pd_spec.engine.request import Request, RequestStatus
 from vllm_pd_spec.engine.outputs import KVConnectorOutput
-from vllm_pd_spec.engine.scheduler import Scheduler, SchedulerAssertionError, toy_runner_output
+from vllm_pd_spec.engine.scheduler import Scheduler, SchedulerAssertionError
+from vllm_pd_spec.engine.toy_runner import toy_runner_output
 
 FULL = ModelConfig((LayerSpec('full_attention'),), block_size=4)
 GDN = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=4)
@@ -20,7 +21,7 @@ def sched(vllm_config:VllmConfig, num_blocks:int=256, **kw)->Scheduler:
 def run(s, steps=100, **kw):
     for _ in range(steps):
         if not s.has_requests(): return
-        so = s.schedule(); s.update_from_output(so, toy_runner_output(s, so, **kw))
+        scheduler_output = s.schedule(); s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output, **kw))
 
 @pytest.mark.parametrize('remaining,expected', [(0, 10), (1, 7), (2, 7), (3, 7)])
 def test_reserve_multi_module_mtp_prefill_lookahead(remaining, expected):
@@ -39,10 +40,10 @@ def test_chunked_prefill_respects_budget():
     for i in range(3): s.add_request(Request(f'r{i}', [i] * 20, max_tokens=2))
     seen = []
     while s.has_requests():
-        so = s.schedule()
-        assert 0 < so.total_num_scheduled_tokens <= 16 and all(n > 0 for n in so.num_scheduled_tokens.values())
-        seen.append(dict(so.num_scheduled_tokens))
-        s.update_from_output(so, toy_runner_output(s, so))
+        scheduler_output = s.schedule()
+        assert 0 < scheduler_output.total_num_scheduled_tokens <= 16 and all(n > 0 for n in scheduler_output.num_scheduled_tokens.values())
+        seen.append(dict(scheduler_output.num_scheduled_tokens))
+        s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output))
     assert seen[:2] == [{'r0': 16}, {'r0': 4, 'r1': 12}]
 
 def test_long_prefill_threshold_and_no_chunking():
@@ -63,17 +64,17 @@ def test_preemption_by_recompute_and_pool_full_at_end():
     for i in range(2): s.add_request(Request(f'q{i}', [10 + i] * 8, max_tokens=6))
     preempted = []
     while s.has_requests():
-        so = s.schedule(); preempted += sorted(so.preempted_req_ids)
-        s.update_from_output(so, toy_runner_output(s, so))
+        scheduler_output = s.schedule(); preempted += sorted(scheduler_output.preempted_req_ids)
+        s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output))
     assert preempted == ['q1'] and s.kv_cache_manager.get_num_free_blocks() == 5
 
 def test_spec_decode_rejections_roll_back_computed_tokens():
     s = Scheduler(VllmConfig(SpeculativeConfig('eagle', 3), FULL))
     s.add_request(Request('e', list(range(6)), max_tokens=20))
     run(s, steps=1)
-    so = s.schedule()
-    assert so.num_scheduled_tokens == {'e': 4} and len(so.scheduled_spec_decode_tokens['e']) == 3
-    s.update_from_output(so, toy_runner_output(s, so, accept=0))
+    scheduler_output = s.schedule()
+    assert scheduler_output.num_scheduled_tokens == {'e': 4} and len(scheduler_output.scheduled_spec_decode_tokens['e']) == 3
+    s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output, accept=0))
     r = s.requests['e']
     assert r.num_computed_tokens == r.num_tokens - 1 == 7
     assert s.spec_decoding_stats.num_draft_tokens == 3 and s.spec_decoding_stats.num_accepted_tokens == 0
@@ -87,7 +88,7 @@ def test_no_drafts_kept_for_prefill_chunks():
 def test_abort_frees_blocks_everywhere():
     s = sched(VllmConfig(model=FULL), max_num_batched_tokens=8)
     for i in range(3): s.add_request(Request(f'a{i}', list(range(10))))
-    so = s.schedule(); s.update_from_output(so, toy_runner_output(s, so))
+    scheduler_output = s.schedule(); s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output))
     s.finish_requests(['a0', 'a2'])
     assert s.schedule().finished_req_ids == {'a0', 'a2'}
     s.finish_requests('a1')
@@ -96,7 +97,7 @@ def test_abort_frees_blocks_everywhere():
 def test_eos_stops():
     s = Scheduler(VllmConfig(model=FULL))
     s.add_request(Request('a', [1, 2, 3], max_tokens=10, eos_token_id=7))
-    so = s.schedule(); (out,) = s.update_from_output(so, toy_runner_output(s, so, token=7))
+    scheduler_output = s.schedule(); (out,) = s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output, token=7))
     assert out.finish_reason == 'stop' and not s.requests
 
 # --- the connector (upstream's tests/v1/kv_connector/unit/test_nixl_connector_hma.py, as the fixed code does them)
@@ -148,21 +149,21 @@ def test_pd_handoff_holds_p_blocks_and_loads_d_async():
     D = sched(VllmConfig(model=GDN, role='decode'), num_blocks=64)
     prompt = list(range(10))
     P.add_request(Request('r', prompt, max_tokens=50, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
-    so = P.schedule(); (out,) = P.update_from_output(so, toy_runner_output(P, so))
+    scheduler_output = P.schedule(); (out,) = P.update_from_output(scheduler_output, toy_runner_output(P, scheduler_output))
     assert out.finish_reason == 'length' and out.kv_transfer_params['remote_num_tokens'] == 9
     assert P.has_requests() and P.kv_cache_manager.get_num_free_blocks() < 63
     D.add_request(Request('r', prompt, max_tokens=2, kv_transfer_params=dict(out.kv_transfer_params)))
-    so = D.schedule()
-    assert not so.num_scheduled_tokens and D.requests['r'].status == RequestStatus.WAITING_FOR_REMOTE_KVS
-    m = so.kv_connector_metadata.reqs_to_recv['r']
+    scheduler_output = D.schedule()
+    assert not scheduler_output.num_scheduled_tokens and D.requests['r'].status == RequestStatus.WAITING_FOR_REMOTE_KVS
+    m = scheduler_output.kv_connector_metadata.reqs_to_recv['r']
     assert m.remote_block_ids == out.kv_transfer_params['remote_block_ids'] and m.num_tokens == 9
-    so = D.schedule(); assert not so.num_scheduled_tokens  # still loading
-    D.update_from_output(so, toy_runner_output(D, so, kv_connector_output=KVConnectorOutput(finished_recving={'r'})))
-    so = P.schedule(); P.update_from_output(so, toy_runner_output(P, so, kv_connector_output=KVConnectorOutput(finished_sending={'r'})))
+    scheduler_output = D.schedule(); assert not scheduler_output.num_scheduled_tokens  # still loading
+    D.update_from_output(scheduler_output, toy_runner_output(D, scheduler_output, kv_connector_output=KVConnectorOutput(finished_recving={'r'})))
+    scheduler_output = P.schedule(); P.update_from_output(scheduler_output, toy_runner_output(P, scheduler_output, kv_connector_output=KVConnectorOutput(finished_sending={'r'})))
     assert not P.has_requests() and P.kv_cache_manager.get_num_free_blocks() == 63
-    so = D.schedule()
-    assert so.num_scheduled_tokens == {'r': 1} and so.scheduled_new_reqs[0].num_computed_tokens == 9
-    D.update_from_output(so, toy_runner_output(D, so)); run(D)
+    scheduler_output = D.schedule()
+    assert scheduler_output.num_scheduled_tokens == {'r': 1} and scheduler_output.scheduled_new_reqs[0].num_computed_tokens == 9
+    D.update_from_output(scheduler_output, toy_runner_output(D, scheduler_output)); run(D)
     assert not D.has_requests() and D.kv_cache_manager.get_num_free_blocks() == 63
 
 def test_d_side_abort_while_loading_keeps_blocks_until_load_done():
@@ -173,7 +174,7 @@ def test_d_side_abort_while_loading_keeps_blocks_until_load_done():
     D.schedule()
     D.finish_requests('x')
     assert D.kv_cache_manager.get_num_free_blocks() == 12  # a load in flight still writes them
-    so = D.schedule(); D.update_from_output(so, toy_runner_output(D, so, kv_connector_output=KVConnectorOutput(finished_recving={'x'})))
+    scheduler_output = D.schedule(); D.update_from_output(scheduler_output, toy_runner_output(D, scheduler_output, kv_connector_output=KVConnectorOutput(finished_recving={'x'})))
     assert not D.has_requests() and D.kv_cache_manager.get_num_free_blocks() == 15
 
 def test_dflash_first_prefill_gets_lookahead_slots_unless_async_eagle():
@@ -181,8 +182,8 @@ def test_dflash_first_prefill_gets_lookahead_slots_unless_async_eagle():
     for fixes, blocks in ((Fixes(), 2), (Fixes().off('dflash_slots'), 1)):
         s = Scheduler(VllmConfig(df, FULL, fixes=fixes))
         s.add_request(Request('a', list(range(4))))
-        so = s.schedule()
-        assert len(so.scheduled_new_reqs[0].block_ids[0]) == blocks
+        scheduler_output = s.schedule()
+        assert len(scheduler_output.scheduled_new_reqs[0].block_ids[0]) == blocks
     D = sched(VllmConfig(df, FULL, role='decode'), num_blocks=16)
     params = make_kv_transfer_params(do_remote_prefill=True, remote_engine_id='p', remote_request_id='x', remote_block_ids=([1],))
     D.add_request(Request('x', list(range(4)), kv_transfer_params=params))
@@ -194,12 +195,12 @@ def test_failed_load_is_recomputed_locally():
     params = make_kv_transfer_params(do_remote_prefill=True, remote_engine_id='p', remote_request_id='x',
                                      remote_block_ids=([1, 2, 3],))
     D.add_request(Request('x', list(range(10)), max_tokens=1, kv_transfer_params=params))
-    so = D.schedule()
-    D.update_from_output(so, toy_runner_output(D, so, kv_connector_output=KVConnectorOutput(failed_recving={'x'})))
+    scheduler_output = D.schedule()
+    D.update_from_output(scheduler_output, toy_runner_output(D, scheduler_output, kv_connector_output=KVConnectorOutput(failed_recving={'x'})))
     assert D.kv_cache_manager.get_num_free_blocks() == 15 and D.requests['x'].status == RequestStatus.WAITING
-    so = D.schedule()
-    assert so.num_scheduled_tokens == {'x': 10}
-    D.update_from_output(so, toy_runner_output(D, so))
+    scheduler_output = D.schedule()
+    assert scheduler_output.num_scheduled_tokens == {'x': 10}
+    D.update_from_output(scheduler_output, toy_runner_output(D, scheduler_output))
     assert not D.has_requests() and D.kv_cache_manager.get_num_free_blocks() == 15
 
 def test_limits_come_from_the_config():
@@ -215,13 +216,13 @@ def test_waiting_request_skipped_when_the_reserve_leaves_nothing():
                              scheduler_config=SchedulerConfig(max_num_batched_tokens=6, pad_spec_decode=False),
                              cache_config=CacheConfig(num_gpu_blocks=64)))
     for rid, n in (('a', 8), ('b', 3), ('c', 1)): s.add_request(Request(rid, list(range(n)), max_tokens=2))
-    so = s.schedule()
-    assert so.num_scheduled_tokens == {'a': 5, 'c': 1} and [r.request_id for r in s.waiting] == ['b']
+    scheduler_output = s.schedule()
+    assert scheduler_output.num_scheduled_tokens == {'a': 5, 'c': 1} and [r.request_id for r in s.waiting] == ['b']
     for _ in range(6):  # b runs once the budget can cover it
-        s.update_from_output(so, toy_runner_output(s, so))
-        so = s.schedule()
-        if 'b' in so.num_scheduled_tokens: break
-    assert so.num_scheduled_tokens['b'] == 3
+        s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output))
+        scheduler_output = s.schedule()
+        if 'b' in scheduler_output.num_scheduled_tokens: break
+    assert scheduler_output.num_scheduled_tokens['b'] == 3
 
 def test_padded_step_counts_as_vllm_counts():
     "A request admitted with one token left (a full prefix hit) is padded with k placeholders: vLLM counts k drafts, 0 accepted."
@@ -229,9 +230,9 @@ def test_padded_step_counts_as_vllm_counts():
     s.add_request(Request('a', list(range(9)), max_tokens=1)); run(s)
     assert s.spec_decoding_stats.num_drafts == 0
     s.add_request(Request('b', list(range(9)), max_tokens=4))
-    so = s.schedule()
-    assert so.scheduled_spec_decode_tokens['b'] == [-1] * 3   # the one-token tail, padded
-    s.update_from_output(so, toy_runner_output(s, so))
+    scheduler_output = s.schedule()
+    assert scheduler_output.scheduled_spec_decode_tokens['b'] == [-1] * 3   # the one-token tail, padded
+    s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output))
     st, drafted = s.spec_decoding_stats, s.spec_decoding_stats_drafted
     assert (st.num_drafts, st.num_draft_tokens, st.num_accepted_tokens, st.mean_acceptance_length) == (1, 3, 0, 1.0)
     assert drafted.num_drafts == 0                            # ours, beside it: placeholders alone are no drafts

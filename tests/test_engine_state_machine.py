@@ -13,7 +13,8 @@ from vllm_pd_spec.engine.request import Request, RequestStatus
 from vllm_pd_spec.contracts.slots import drafter_positions_past
 from vllm_pd_spec.engine.kv_cache_manager import SlotChecker, get_kv_cache_config
 from vllm_pd_spec.engine.outputs import KVConnectorOutput
-from vllm_pd_spec.engine.scheduler import Scheduler, toy_runner_output
+from vllm_pd_spec.engine.scheduler import Scheduler
+from vllm_pd_spec.engine.toy_runner import toy_runner_output
 
 MODELS = {
     'full': (LayerSpec('full_attention'),),
@@ -92,21 +93,21 @@ class SchedulerMachine(RuleBasedStateMachine):
             self._step(accept, kco)
 
     def _step(self, accept, kco):
-        so = self.s.schedule()
+        scheduler_output = self.s.schedule()
         TALLY['steps'] += 1
-        if so.total_num_scheduled_tokens:
+        if scheduler_output.total_num_scheduled_tokens:
             TALLY['steps_scheduling'] += 1
             if not self.scheduled: self.scheduled = True; TALLY['examples_scheduling'] += 1
-        assert so.total_num_scheduled_tokens <= BUDGET
-        assert all(n > 0 for n in so.num_scheduled_tokens.values()), so.num_scheduled_tokens
-        assert all(self.s.requests[r].status == RequestStatus.RUNNING for r in so.num_scheduled_tokens)
-        for rid, n in so.num_scheduled_tokens.items():  # every KV write lands in the request's own slots
-            r, drafts = self.s.requests[rid], len(so.scheduled_spec_decode_tokens.get(rid, ()))
+        assert scheduler_output.total_num_scheduled_tokens <= BUDGET
+        assert all(n > 0 for n in scheduler_output.num_scheduled_tokens.values()), scheduler_output.num_scheduled_tokens
+        assert all(self.s.requests[r].status == RequestStatus.RUNNING for r in scheduler_output.num_scheduled_tokens)
+        for rid, n in scheduler_output.num_scheduled_tokens.items():  # every KV write lands in the request's own slots
+            r, drafts = self.s.requests[rid], len(scheduler_output.scheduled_spec_decode_tokens.get(rid, ()))
             end = r.num_computed_tokens  # advanced by schedule()
             self.checker.check_write(rid, 0, range(end - n, end), 'target')
             if end >= r.num_tokens + drafts: self.checker.check_write(rid, 0, range(end, end + self.past), 'drafter')
         assert not self.checker.violations, self.checker.violations[:3]
-        self.s.update_from_output(so, toy_runner_output(self.s, so, token=5, accept=accept, kv_connector_output=kco))
+        self.s.update_from_output(scheduler_output, toy_runner_output(self.s, scheduler_output, token=5, accept=accept, kv_connector_output=kco))
 
     def _live(self)->list: return [r for r, q in self.s.requests.items() if not q.is_finished()]
 
@@ -137,9 +138,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         if not hasattr(self, 's'): return
         s = self.s
         s.finish_requests(list(s.requests))
-        so = s.schedule()
-        assert not so.num_scheduled_tokens
-        s.update_from_output(so, toy_runner_output(s, so, kv_connector_output=self._kco()))
+        scheduler_output = s.schedule()
+        assert not scheduler_output.num_scheduled_tokens
+        s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output, kv_connector_output=self._kco()))
         assert not s.requests and s.kv_cache_manager.get_num_free_blocks() == NUM_BLOCKS - 1
         assert not s.finished_recving_kv_req_ids and not s.running and not s.waiting
 

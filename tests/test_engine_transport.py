@@ -74,7 +74,8 @@ def test_scheduler_recomputes_a_corrupted_load_and_counts_it():
     "P/D over a transport whose read fails verification: D recomputes the prompt; nothing leaks on either side."
     from vllm_pd_spec.config import LayerSpec, ModelConfig, VllmConfig, CacheConfig, make_kv_transfer_params
     from vllm_pd_spec.engine.request import Request
-    from vllm_pd_spec.engine.scheduler import Scheduler, toy_runner_output
+    from vllm_pd_spec.engine.scheduler import Scheduler
+    from vllm_pd_spec.engine.toy_runner import toy_runner_output
     model = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=4)
     t = _CorruptingTransport()
     S = {r: Scheduler(VllmConfig(model=model, role=r, cache_config=CacheConfig(num_gpu_blocks=32))) for r in ('prefill', 'decode')}
@@ -83,8 +84,8 @@ def test_scheduler_recomputes_a_corrupted_load_and_counts_it():
     for r, w in W.items(): w.register_kv_caches({n: np.zeros((32, 4, 2)) for n in groups}, groups)
     def step(r):
         s, w = S[r], W[r]
-        so = s.schedule(); w.start_load_kv(so.kv_connector_metadata)
-        return s.update_from_output(so, toy_runner_output(s, so, kv_connector_output=w.get_finished()))
+        scheduler_output = s.schedule(); w.start_load_kv(scheduler_output.kv_connector_metadata)
+        return s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output, kv_connector_output=w.get_finished()))
     prompt = list(range(1, 12))
     S['prefill'].add_request(Request('r', prompt, max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
     (out,) = step('prefill')
@@ -101,7 +102,8 @@ def test_scheduler_recomputes_a_corrupted_load_and_counts_it():
 # --- Faults a peer (or a broken worker) can cause: each is survived, nothing is freed twice or held forever.
 from vllm_pd_spec.config import LayerSpec, ModelConfig, VllmConfig, CacheConfig, make_kv_transfer_params
 from vllm_pd_spec.engine.request import Request, RequestStatus
-from vllm_pd_spec.engine.scheduler import Scheduler, toy_runner_output
+from vllm_pd_spec.engine.scheduler import Scheduler
+from vllm_pd_spec.engine.toy_runner import toy_runner_output
 from vllm_pd_spec.engine.outputs import KVConnectorOutput
 
 NUM_BLOCKS = 32
@@ -126,12 +128,12 @@ class Pair:
     def step(self, r, extra=None):
         "One step of `r`; `extra` (a `KVConnectorOutput`) is merged into what the worker reports."
         s, w = self.S[r], self.W[r]
-        so = s.schedule(); w.start_load_kv(so.kv_connector_metadata)
+        scheduler_output = s.schedule(); w.start_load_kv(scheduler_output.kv_connector_metadata)
         k = w.get_finished()
         if extra is not None:
             k = KVConnectorOutput(k.finished_sending | extra.finished_sending, k.finished_recving | extra.finished_recving,
                                   k.failed_recving | extra.failed_recving)
-        outs = s.update_from_output(so, toy_runner_output(s, so, kv_connector_output=k))
+        outs = s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output, kv_connector_output=k))
         if r == 'decode': self.toks += [t for o in outs for t in o.new_token_ids]
         return outs
 
@@ -230,11 +232,11 @@ def test_spurious_finished_sending_for_a_running_request_is_ignored():
     "A notice that P's blocks were sent, for a request still running (or one already freed): counted, nothing freed."
     s = Scheduler(VllmConfig(role='prefill', cache_config=CacheConfig(num_gpu_blocks=NUM_BLOCKS)))
     s.add_request(Request('run', list(range(20)), max_tokens=4))  # a local request, still running after one step
-    so = s.schedule(); s.update_from_output(so, toy_runner_output(s, so))
+    scheduler_output = s.schedule(); s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output))
     held = s.kv_cache_manager.get_num_free_blocks()
     for _ in range(4):
-        so = s.schedule()  # upstream asserts here; the legacy form freed the request and raised KeyError on the next step
-        s.update_from_output(so, toy_runner_output(s, so, kv_connector_output=KVConnectorOutput(finished_sending={'run', 'nobody'})))
+        scheduler_output = s.schedule()  # upstream asserts here; the legacy form freed the request and raised KeyError on the next step
+        s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output, kv_connector_output=KVConnectorOutput(finished_sending={'run', 'nobody'})))
         if not s.requests: break
         assert s.kv_cache_manager.get_num_free_blocks() <= held
     assert s.num_ignored_kv_notices >= 2 and not s.requests and s.kv_cache_manager.get_num_free_blocks() == NUM_BLOCKS - 1
@@ -264,8 +266,8 @@ def test_notices_for_the_wrong_role_are_ignored():
     s = Scheduler(VllmConfig(role='decode', cache_config=CacheConfig(num_gpu_blocks=NUM_BLOCKS)))
     s.add_request(Request('x', list(range(8)), max_tokens=2))
     s.finish_requests('x')
-    so = s.schedule()
-    s.update_from_output(so, toy_runner_output(s, so, kv_connector_output=KVConnectorOutput(finished_sending={'x'})))
+    scheduler_output = s.schedule()
+    s.update_from_output(scheduler_output, toy_runner_output(s, scheduler_output, kv_connector_output=KVConnectorOutput(finished_sending={'x'})))
     assert s.num_ignored_kv_notices == 1 and s.kv_cache_manager.get_num_free_blocks() == NUM_BLOCKS - 1
 
 

@@ -90,9 +90,9 @@ def test_fix6_off_drops_accuracy(m32, examples):
 
 def test_fix2_off_lossless_acceptance_not_above(m32, examples):
     prompts = [e.prompt for e in examples]
-    sa = LLMEngine(make_config('mtp', 3, model=m32), m32); so = sa.generate(prompts, 8)
+    sa = LLMEngine(make_config('mtp', 3, model=m32), m32); scheduler_output = sa.generate(prompts, 8)
     pd = PDPair('mtp', 3, Fixes().off(2), m32)
-    assert pd.generate(prompts, 8) == so
+    assert pd.generate(prompts, 8) == scheduler_output
     assert pd.spec_stats.mean_acceptance_length <= sa.spec_stats.mean_acceptance_length
 
 @pytest.mark.gpu
@@ -111,7 +111,7 @@ def test_preemption_and_prefix_hits_lossless(m32, method):
     eng = LLMEngine(make_config(method, 3, model=m32, scheduler_config=SchedulerConfig(max_num_batched_tokens=32),
                                 cache_config=CacheConfig(num_gpu_blocks=10)), m32)
     preempted = []
-    eng.add_observer(StepObserver(on_schedule=lambda so: preempted.extend(so.preempted_req_ids)))
+    eng.add_observer(StepObserver(on_schedule=lambda scheduler_output: preempted.extend(scheduler_output.preempted_req_ids)))
     assert eng.generate([e.prompt for e in ex], 12) == [spec_decode(m32, e.prompt, 12)[0] for e in ex]
     assert preempted
 
@@ -173,12 +173,12 @@ def test_engine_takes_its_connector_worker():
 def test_engine_steps_any_runner_and_calls_observers_in_order():
     "`LLMEngine(runner=ToyRunner)`: no model; an observer sees each step before the runner and after the update."
     from vllm_pd_spec.config import LayerSpec, ModelConfig, SpeculativeConfig, VllmConfig
-    from vllm_pd_spec.engine.scheduler import ToyRunner
+    from vllm_pd_spec.engine.toy_runner import ToyRunner
     eng = LLMEngine(VllmConfig(SpeculativeConfig('eagle', 2), ModelConfig((LayerSpec('full_attention'),), block_size=4)),
                     runner=ToyRunner)
     seen = []
-    eng.add_observer(StepObserver(on_schedule=lambda so: seen.append(('schedule', so.total_num_scheduled_tokens)),
-                                  on_output=lambda so, mro, outs: seen.append(('output', sum(len(o.new_token_ids) for o in outs)))))
+    eng.add_observer(StepObserver(on_schedule=lambda scheduler_output: seen.append(('schedule', scheduler_output.total_num_scheduled_tokens)),
+                                  on_output=lambda scheduler_output, mro, outs: seen.append(('output', sum(len(o.new_token_ids) for o in outs)))))
     assert eng.generate([list(range(6))], max_tokens=7) == [[7] * 7]
     assert seen == [('schedule', 6), ('output', 1), ('schedule', 3), ('output', 3), ('schedule', 3), ('output', 3)]
     with pytest.raises(ValueError, match='worker'): ToyRunner(eng.scheduler, worker=object())

@@ -72,7 +72,7 @@ MAPPING = {  # old notebook name -> new (without .ipynb); identity entries are n
     '13_engine_connector': '33_engine_connector',
     '13a_engine_outputs': '33a_engine_outputs',
     '14_engine_scheduler': '34_engine_scheduler',
-    '14a_engine_toy_runner': '34a_engine_toy_runner',
+    '13b_engine_toy_runner': '33b_engine_toy_runner',
     '15_engine_transport': '35_engine_transport',
     '25_runner': '36_runner',
     '36a_runner_on_gpu': '36a_runner_on_gpu',

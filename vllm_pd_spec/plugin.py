@@ -8,6 +8,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/plugin.html.md"""
 from __future__ import annotations
 import contextlib, functools, hashlib, importlib, inspect, logging, os, sys
 from dataclasses import dataclass, field
+from .config import cdiv
 from .contracts.backoff import prefill_backoff, remote_prefill_token_count, truncate_request_for_prefill
 
 # %% auto #0
@@ -81,7 +82,7 @@ def _moriio_init(original):
         extra = self._prefill_backoff() - 1
         if extra > 0 and self.mode == _moriio_mode(self).READ and not self._has_mamba:
             tail_tokens = 1 + extra + self.vllm_config.num_lookahead_tokens
-            self._max_decode_tail_blocks = -(-tail_tokens // self.block_size)
+            self._max_decode_tail_blocks = cdiv(tail_tokens, self.block_size)
     return _mark(__init__)
 
 # %% ../nbs/71_plugin.ipynb #d7833dfa

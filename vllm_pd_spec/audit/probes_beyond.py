@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast, contextlib, dataclasses, functools, importlib, importlib.resources, inspect, json, logging, textwrap, typing
 from pathlib import Path
 from types import SimpleNamespace as NS
+from ..config import cdiv
 from .harness import Finding, classify, locate, where, missing, answer, build, call, vllm_spec, probe
 
 # %% auto #0
@@ -316,7 +317,7 @@ def nixl_clip(cls, c, side:str)->list:
     blocks = _slot_lists(c)[0 if side == 'P' else 1]
     obj = build(cls, kv_cache_config=slot_config(N, B, k, mode), _is_hma_required=True, blocks_per_sw=[0, 0],
                 _ssm_spec_blocks=[None, k], _ssm_state_slots_are_positional=mode == 'all', block_size=B)
-    fa = list(range(5000, 5000 + -(-N // B)))
+    fa = list(range(5000, 5000 + cdiv(N, B)))
     return list(call(obj, 'get_exchange_clipped_blocks', (fa, list(blocks)))[1])
 
 def moriio_split(cls, c, side:str)->list:
@@ -326,7 +327,7 @@ def moriio_split(cls, c, side:str)->list:
     blocks = _slot_lists(c)[0 if side == 'P' else 1]
     obj = build(cls, kv_cache_config=slot_config(N, B, k, mode), _has_mamba=True, _attn_group_ids=[0],
                 _mamba_group_ids=[1], _num_ssm_scratch_blocks=k)
-    fa = list(range(5000, 5000 + -(-N // B)))
+    fa = list(range(5000, 5000 + cdiv(N, B)))
     return list(call(obj, 'split_block_groups', (fa, list(blocks)))[1][0])
 
 @probe(fix=8)
@@ -383,8 +384,8 @@ def probe_mooncake_count()->list:
     expr = exprs[0]
     def theirs(c):
         req = NS(num_computed_tokens=c[0], req_id='r')
-        so = NS(num_scheduled_tokens={'r': c[1]}, scheduled_spec_decode_tokens={'r': [-1] * c[2]} if c[2] else {})
-        return eval(expr, {}, {'request': req, 'scheduler_output': so})
+        scheduler_output = NS(num_scheduled_tokens={'r': c[1]}, scheduled_spec_decode_tokens={'r': [-1] * c[2]} if c[2] else {})
+        return eval(expr, {}, {'request': req, 'scheduler_output': scheduler_output})
     return [classify(name, place(fn), count_cases(), theirs, lambda c: draft_accounting.connector_num_tokens(*c[:3]),
                      lambda c: draft_accounting.legacy_connector_num_tokens(*c[:3]), show=_show_count, how='by source',
                      note=f'num_tokens_to_compute = {expr} (first assignment: scheduled_new_reqs)')]
@@ -580,8 +581,8 @@ def waiting_case_forms(case, fixed:bool)->str:
     num_blocks, a, b, k, head = case
     B = WAITING_BLOCK
     margin = W.spec_decode_step_blocks(k, k, B)
-    q, free = W.admit_loads([-(-a // B), -(-b // B)], num_blocks - 1, margin, fixed)
-    if head: q = [W.Waiting('H', need=-(-(head + k) // B))] + q
+    q, free = W.admit_loads([cdiv(a, B), cdiv(b, B)], num_blocks - 1, margin, fixed)
+    if head: q = [W.Waiting('H', need=cdiv(head + k, B))] + q
     return 'stalls' if W.stalls(q, free, fixed) else 'serves'
 
 def waiting_scheduler_factory():
@@ -622,13 +623,13 @@ def replay_waiting(make, case)->str:
     def req(rid, n, first, remote=True):
         r = Request(rid, list(range(first, first + n)), SP(max_tokens=4), None, block_hasher=hasher)
         if remote: r.kv_transfer_params = dict(do_remote_prefill=True, do_remote_decode=False, remote_engine_id='p-0',
-                                               remote_block_ids=list(range(1, 1 + -(-n // WAITING_BLOCK))), remote_request_id=rid,
+                                               remote_block_ids=list(range(1, 1 + cdiv(n, WAITING_BLOCK))), remote_request_id=rid,
                                                remote_host='localhost', remote_port=1234, tp_size=1)
         return r
     loading = lambda s: {r for r in s.requests if s.requests[r].status == RS.WAITING_FOR_REMOTE_KVS}
-    def land(s, so):
-        ids = list(so.num_scheduled_tokens)
-        s.update_from_output(so, O.ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+    def land(s, scheduler_output):
+        ids = list(scheduler_output.num_scheduled_tokens)
+        s.update_from_output(scheduler_output, O.ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
                                                      sampled_token_ids=[[] for _ in ids],
                                                      kv_connector_output=O.KVConnectorOutput(finished_recving=loading(s))))
     with quiet_vllm():
@@ -650,7 +651,7 @@ def waiting_cases()->tuple:
 def _admitted(case, fixed:bool)->int:
     from vllm_pd_spec.contracts import waiting_queue as W
     num_blocks, a, b, k, _ = case
-    return len(W.admit_loads([-(-a // WAITING_BLOCK), -(-b // WAITING_BLOCK)], num_blocks - 1,
+    return len(W.admit_loads([cdiv(a, WAITING_BLOCK), cdiv(b, WAITING_BLOCK)], num_blocks - 1,
                              W.spec_decode_step_blocks(k, k, WAITING_BLOCK), fixed)[0])
 
 def _show_waiting(c)->str:

@@ -148,9 +148,9 @@ def v1_rows(stmts, x)->int:
     np = importlib.import_module('numpy')
     s, d, c, p, new, pad = x
     ib = NS(req_id_to_index={'r': 0}, num_computed_tokens_cpu=np.array([c]), num_prompt_tokens=np.array([p]))
-    so = NS(scheduled_spec_decode_tokens={'r': [7] * d} if d else {}, scheduled_new_reqs=[NS(req_id='r')] if new else [],
+    scheduler_output = NS(scheduled_spec_decode_tokens={'r': [7] * d} if d else {}, scheduled_new_reqs=[NS(req_id='r')] if new else [],
             num_scheduled_tokens={'r': s})
-    ns = dict(np=np, num_reqs=1, num_scheduled_tokens=np.array([s], dtype=np.int32), scheduler_output=so,
+    ns = dict(np=np, num_reqs=1, num_scheduled_tokens=np.array([s], dtype=np.int32), scheduler_output=scheduler_output,
               self=NS(input_batch=ib, is_kv_consumer=new, speculative_config=NS(num_speculative_tokens=ROW_K)),
               new_schedule_reqs={'r'} if new else set(), cu_num_tokens=np.array([s]))
     for st in stmts: exec(st, ns)
@@ -168,9 +168,9 @@ def v2_request_state(x)->tuple:
                 num_computed_prefill_tokens=np.array([min(c, p)], dtype=np.int32))
         runner = build(MR, req_states=rs, decode_query_len=ROW_K + 1, use_pp=False, adaptive_verification=None,
                        pcp_manager=None)
-        so = NS(num_scheduled_tokens={'r': s}, total_num_scheduled_tokens=s,
+        scheduler_output = NS(num_scheduled_tokens={'r': s}, total_num_scheduled_tokens=s,
                 scheduled_spec_decode_tokens={'r': [7] * d} if d else {})
-        state, _ = call(runner, 'gather_batch_req_state', so, False)
+        state, _ = call(runner, 'gather_batch_req_state', scheduler_output, False)
         return state.is_prefilling_np, state.prefill_runs_as_decode_np, 'ran GPUModelRunner.gather_batch_req_state'
     fn = next((f for _, f in inspect.getmembers(MR or object, inspect.isfunction)
                if MR and 'is_prefilling_np = ' in safe_source(f)), None)

@@ -12,29 +12,16 @@ __all__ = ['prefill_backoff', 'remote_prefill_token_count', 'skips_prefix_cache'
            'legacy_truncate_request_for_prefill']
 
 # %% ../../nbs/02_prefill_backoff.ipynb #ac00bfe8
-import numbers
 from types import SimpleNamespace
-from ..config import make_kv_transfer_params
+from ..config import check, check_bool, check_int, make_kv_transfer_params
 
 # %% ../../nbs/02_prefill_backoff.ipynb #85fa3eee
-def _int(name:str, value, lo:int=0)->int:
-    "`value` when it is an integer `>= lo`; else a TypeError or ValueError naming `name`."
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f'{name} must be an integer, got {type(value).__name__} {value!r}')
-    if value < lo: raise ValueError(f'{name}={value!r} is invalid: must be >= {lo}')
-    return int(value)
-
-def _bool(name:str, value)->bool:
-    "`value` when it is a bool; else a TypeError naming `name`."
-    if not isinstance(value, bool): raise TypeError(f'{name} must be True or False, got {value!r}')
-    return value
-
 def prefill_backoff(has_mamba:bool, # the model has GDN/Mamba layers
                     lookahead:int, # `num_prefill_lookahead_tokens` (fix 1)
                     bounded_replay:bool=False, # a KV group replays a bounded prefix (`prefix_replay_tokens > 0`)
                    )->int:
     "Prompt tokens P leaves for D: `max(1 if has_mamba or bounded_replay else 0, lookahead - 1)`."
-    _bool('has_mamba', has_mamba); _int('lookahead', lookahead); _bool('bounded_replay', bounded_replay)
+    check_bool('has_mamba', has_mamba); check_int('lookahead', lookahead, 0); check_bool('bounded_replay', bounded_replay)
     return max(1 if has_mamba or bounded_replay else 0, lookahead - 1)
 
 # %% ../../nbs/02_prefill_backoff.ipynb #2c9209c0
@@ -42,7 +29,7 @@ def remote_prefill_token_count(num_prompt_tokens:int, # the full prompt's length
                                backoff:int # `prefill_backoff(...)`
                               )->int:
     "Prompt tokens D loads from P; D computes the rest."
-    _int('num_prompt_tokens', num_prompt_tokens, 1); _int('backoff', backoff)
+    check_int('num_prompt_tokens', num_prompt_tokens, 1); check_int('backoff', backoff, 0)
     return num_prompt_tokens - backoff if backoff and num_prompt_tokens > backoff else num_prompt_tokens
 
 # %% ../../nbs/02_prefill_backoff.ipynb #dc7362a7
@@ -69,7 +56,7 @@ def truncate_request_for_prefill(request, # a P-side request (see above for its 
                                  backoff:int # `prefill_backoff(...)`
                                 )->bool:
     "Drop the last `backoff` prompt tokens from a P-side request, once; True when it truncated."
-    _int('backoff', backoff)
+    check_int('backoff', backoff, 0)
     params = getattr(request, 'kv_transfer_params', None)
     if (not backoff or params is None or params.get('_p_side_truncated') or request.num_prompt_tokens <= backoff
             or skips_prefix_cache(request)): return False
@@ -86,7 +73,7 @@ def handoff_split(num_prompt_tokens:int, # the full prompt's length
                   backoff:int # `prefill_backoff(...)` (the same on both sides)
                  )->tuple:
     "`(tokens P computes and ships, tokens P drops, tokens D recomputes)` for one P/D handoff."
-    _int('num_prompt_tokens', num_prompt_tokens, 1); _int('backoff', backoff)
+    check_int('num_prompt_tokens', num_prompt_tokens, 1); check_int('backoff', backoff, 0)
     req = SimpleNamespace(prompt_token_ids=_Prompt(num_prompt_tokens), num_prompt_tokens=num_prompt_tokens,
                           max_tokens=16, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True))
     truncate_request_for_prefill(req, backoff)
@@ -98,7 +85,7 @@ def pr_account_tainted_positions(num_prompt_tokens:int, # the full prompt's leng
                                  lookahead:int # `num_prefill_lookahead_tokens` L
                                 )->range:
     "#55055's account: the last `L - 1` prompt positions, whose drafter KV would read drafts if P computed the whole prompt."
-    _int('num_prompt_tokens', num_prompt_tokens, 1); _int('lookahead', lookahead)
+    check_int('num_prompt_tokens', num_prompt_tokens, 1); check_int('lookahead', lookahead, 0)
     return range(max(0, num_prompt_tokens - max(0, lookahead - 1)), num_prompt_tokens)
 
 def pr_account_ships_clean_kv(num_prompt_tokens:int, # the full prompt's length N
@@ -107,7 +94,7 @@ def pr_account_ships_clean_kv(num_prompt_tokens:int, # the full prompt's length 
                               backoff:int # the backoff both sides use
                              )->bool:
     "The account's verdict: D loads none of those positions and, with recurrent layers, computes the last token itself."
-    _bool('has_mamba', has_mamba)
+    check_bool('has_mamba', has_mamba)
     loaded = remote_prefill_token_count(num_prompt_tokens, backoff)
     return pr_account_tainted_positions(num_prompt_tokens, lookahead).start >= loaded and (not has_mamba or loaded < num_prompt_tokens)
 
@@ -134,10 +121,10 @@ def stale_reprefill_tokens(num_prompt_tokens:int, # the full prompt's length N
                            num_rejected:int|None=None, # drafts D's first decode step after a longer tail rejected (None: all `num_rows + 1`)
                           )->int:
     "Positions just before D's first computed position that D re-prefills from slot rows its request never wrote."
-    N, rows, b = _int('num_prompt_tokens', num_prompt_tokens, 1), _int('num_rows', num_rows), _int('backoff', backoff)
-    _int('handoff_window', handoff_window); _bool('reset_on_add', reset_on_add)
-    r = rows + 1 if num_rejected is None else _int('num_rejected', num_rejected)
-    loaded = remote_prefill_token_count(N, b if remote_backoff is None else _int('remote_backoff', remote_backoff))
+    N, rows, b = check_int('num_prompt_tokens', num_prompt_tokens, 1), check_int('num_rows', num_rows, 0), check_int('backoff', backoff, 0)
+    check_int('handoff_window', handoff_window, 0); check_bool('reset_on_add', reset_on_add)
+    r = rows + 1 if num_rejected is None else check_int('num_rejected', num_rejected, 0)
+    loaded = remote_prefill_token_count(N, b if remote_backoff is None else check_int('remote_backoff', remote_backoff, 0))
     if handoff_window or reset_on_add or N == 1: return 0
     # D computes one prompt token (the last, after a full load or a backoff of 1): the scheduler pads it with k placeholder
     # drafts, all rejected, and the speculator re-prefills max(0, k - 1) positions before it from the slot's rows
@@ -149,13 +136,13 @@ def stale_reprefill_tokens(num_prompt_tokens:int, # the full prompt's length N
 
 def _taint_bounds(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched, remote_backoff)->tuple:
     "`(E, F)`: module `j`'s loaded taint starts at `max(0, E - j)`; D's drafter writes from `F` on."
-    N, m = _int('num_prompt_tokens', num_prompt_tokens, 1), _int('num_modules', num_modules)
-    b, w, e = _int('backoff', backoff), _int('handoff_window', handoff_window), _int('num_matched', num_matched)
-    b_d = b if remote_backoff is None else _int('remote_backoff', remote_backoff)
-    if b_d < b: raise ValueError(f'remote_backoff={b_d} is invalid: must be >= backoff={b} (D cannot load what P did not compute)')
+    N, m = check_int('num_prompt_tokens', num_prompt_tokens, 1), check_int('num_modules', num_modules, 0)
+    b, w, e = check_int('backoff', backoff, 0), check_int('handoff_window', handoff_window, 0), check_int('num_matched', num_matched, 0)
+    b_d = b if remote_backoff is None else check_int('remote_backoff', remote_backoff, 0)
+    check(b_d >= b, 'remote_backoff', b_d, f'>= backoff={b} (D cannot load what P did not compute)')
     M = remote_prefill_token_count(N, b)     # prompt tokens P computes (it truncates by the same rule)
     S = remote_prefill_token_count(N, b_d)   # prompt tokens D loads
-    if S > M: raise ValueError(f'remote_backoff={b_d} is invalid here: D would load {S} prompt tokens, P computes {M}')
+    check(S <= M, 'remote_backoff', b_d, f'small enough that D loads no more than P computes (here D would load {S} prompt tokens, P computes {M})')
     R = S if S < N else N - 1                # D's first computed position: a full load recomputes the last token
     F = min(R, max(0, M - w)) if w else R    # a hand-off rewrites P's last `w` positions
     return M + e - 1, F
@@ -170,8 +157,8 @@ def draft_tainted_positions(num_prompt_tokens:int, # the full prompt's length N
                            )->tuple:
     "Per module, the range of prompt positions whose drafter KV on D differs from a clean computation after D's first decode step."
     E, F = _taint_bounds(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched, remote_backoff)
-    F0 = F - _int('stale_reprefill', stale_reprefill)  # D's first window reaches back to F0, every module, from stale rows
-    if F0 < 0: raise ValueError(f'stale_reprefill={stale_reprefill} is invalid here: D would re-prefill before position 0')
+    F0 = F - check_int('stale_reprefill', stale_reprefill, 0)  # D's first window reaches back to F0, every module, from stale rows
+    check(F0 >= 0, 'stale_reprefill', stale_reprefill, f'at most {F} here: D would re-prefill before position 0')
     out, chained = [], False
     for j in range(num_modules):
         lo = min(max(0, E - j), F0) if F0 < F else max(0, E - j)
@@ -183,8 +170,8 @@ def tainted_entries(num_prompt_tokens:int, num_modules:int, backoff:int, handoff
                     remote_backoff:int|None=None, stale_reprefill:int=0)->int:
     "How many entries `draft_tainted_positions` holds, in closed form (no loop over modules or positions)."
     E, F = _taint_bounds(num_prompt_tokens, num_modules, backoff, handoff_window, num_matched, remote_backoff)
-    N, m, s = num_prompt_tokens, num_modules, _int('stale_reprefill', stale_reprefill)
-    if s > F: raise ValueError(f'stale_reprefill={s} is invalid here: D would re-prefill before position 0')
+    N, m, s = num_prompt_tokens, num_modules, check_int('stale_reprefill', stale_reprefill, 0)
+    check(s <= F, 'stale_reprefill', s, f'at most {F} here: D would re-prefill before position 0')
     if s and m: return _entries_with_stale(N, m, E, F, F - s)
     j0 = max(0, E - F + 1)                   # the first module with loaded taint: E - j < F
     if F <= 0 or j0 >= m: return 0
@@ -205,7 +192,7 @@ def handoff_prefill_backoff(has_mamba:bool, # the model has GDN/Mamba layers
                             bounded_replay:bool=False, # as `prefill_backoff`
                            )->int:
     "The hand-off prototype's backoff (upstream main, opt-in; not in 0.33.0): 0, P computes every prompt token."
-    _bool('has_mamba', has_mamba); _int('lookahead', lookahead); _bool('bounded_replay', bounded_replay)
+    check_bool('has_mamba', has_mamba); check_int('lookahead', lookahead, 0); check_bool('bounded_replay', bounded_replay)
     return 0
 
 def ships_clean_kv(num_prompt_tokens:int, # the full prompt's length N
@@ -218,8 +205,8 @@ def ships_clean_kv(num_prompt_tokens:int, # the full prompt's length N
                    stale_reprefill:int=0, # `stale_reprefill_tokens(...)` (0: as before the per-slot rows were counted)
                   )->bool:
     "True when no drafter entry D keeps embeds a guess of P's or a stale re-prefill and, with recurrent layers, D's state is the prompt's."
-    _bool('has_mamba', has_mamba)
-    m = _int('lookahead', lookahead) if num_modules is None else num_modules
+    check_bool('has_mamba', has_mamba)
+    m = check_int('lookahead', lookahead, 0) if num_modules is None else num_modules
     clean = tainted_entries(num_prompt_tokens, m, backoff, handoff_window, num_matched, stale_reprefill=stale_reprefill) == 0
     loaded = remote_prefill_token_count(num_prompt_tokens, backoff)
     return clean and (not has_mamba or loaded < num_prompt_tokens or handoff_window > 0)
@@ -229,21 +216,21 @@ def legacy_prefill_backoff(has_mamba:bool, # the model has GDN/Mamba layers
                            lookahead:int=0 # ignored: the legacy connector never read it
                           )->int:
     "The Mamba-only backoff: 1 with recurrent layers, else 0."
-    _bool('has_mamba', has_mamba); _int('lookahead', lookahead)
+    check_bool('has_mamba', has_mamba); check_int('lookahead', lookahead, 0)
     return 1 if has_mamba else 0
 
 def legacy_remote_prefill_token_count(num_prompt_tokens:int, # the full prompt's length
                                       has_mamba:bool # the model has GDN/Mamba layers
                                      )->int:
     "D side, Mamba-only: `N - 1` with recurrent layers (for prompts longer than 1), else `N`."
-    _int('num_prompt_tokens', num_prompt_tokens, 1); _bool('has_mamba', has_mamba)
+    check_int('num_prompt_tokens', num_prompt_tokens, 1); check_bool('has_mamba', has_mamba)
     return num_prompt_tokens - 1 if has_mamba and num_prompt_tokens > 1 else num_prompt_tokens
 
 def legacy_truncate_request_for_prefill(request, # a P-side request
                                         has_mamba:bool # the model has GDN/Mamba layers
                                        )->bool:
     "P side, Mamba-only: pop the last prompt token, once; True when it truncated."
-    _bool('has_mamba', has_mamba)
+    check_bool('has_mamba', has_mamba)
     params = getattr(request, 'kv_transfer_params', None)
     if not has_mamba or params is None or params.get('_p_side_truncated') or request.num_prompt_tokens <= 1:
         return False

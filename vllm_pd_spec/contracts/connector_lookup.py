@@ -9,7 +9,7 @@ __all__ = ['SOURCES', 'plain_hit', 'connector_path_hit', 'uses_connector_path', 
            'mamba_checkpoint_position', 'next_turn_hit']
 
 # %% ../../nbs/09d_connector_lookup.ipynb #36b2d47e
-from ..config import ArgTypeError, check, check_bool, check_int, _is_int
+from ..config import ArgTypeError, check, check_bool, check_int, is_int
 from .draft_groups import needs_block_drop, legacy_needs_block_drop
 
 # %% ../../nbs/09d_connector_lookup.ipynb #e99ed3c5
@@ -17,7 +17,7 @@ def _check(fa_hit, state_boundaries, max_len):
     check_int('max_len', max_len, 0); check_int('fa_hit', fa_hit, 0, max_len)
     check(isinstance(state_boundaries, (set, frozenset, list, tuple, range)), 'state_boundaries', state_boundaries,
           'a set of token positions', ArgTypeError)
-    check(all(_is_int(b) and b > 0 for b in state_boundaries), 'state_boundaries', state_boundaries, 'positive token positions')
+    check(all(is_int(b) and b > 0 for b in state_boundaries), 'state_boundaries', state_boundaries, 'positive token positions')
 
 def plain_hit(fa_hit:int, # the full-attention group's own hit, in tokens
               state_boundaries, # positions where a recurrent state is cached

@@ -14,15 +14,12 @@ from dataclasses import dataclass, field
 from ..config import ArgTypeError, check, check_bool, check_choice, check_int
 
 # %% ../../nbs/09c_draft_accounting.ipynb #8820c0d8
-def _nonneg(**kw):
-    for k, v in kw.items(): check_int(k, v, 0)
-
 def connector_num_tokens(num_computed:int, # `request.num_computed_tokens` before the step
                          num_scheduled:int, # `scheduler_output.num_scheduled_tokens[req]`
                          num_scheduled_spec:int # `len(scheduled_spec_decode_tokens[req])` (placeholders included)
                         )->int:
     "Tokens whose KV exists after the step: computed + scheduled - scheduled draft tokens."
-    _nonneg(num_computed=num_computed, num_scheduled=num_scheduled, num_scheduled_spec=num_scheduled_spec)
+    check_int('num_computed', num_computed, 0); check_int('num_scheduled', num_scheduled, 0); check_int('num_scheduled_spec', num_scheduled_spec, 0)
     check(num_scheduled_spec <= num_scheduled, 'num_scheduled_spec', num_scheduled_spec, f'at most num_scheduled={num_scheduled}')
     return num_computed + num_scheduled - num_scheduled_spec
 
@@ -31,7 +28,7 @@ def legacy_connector_num_tokens(num_computed:int, # `request.num_computed_tokens
                                 num_scheduled_spec:int # ignored: the legacy count includes the drafts
                                )->int:
     "Mooncake store's new-request count (both releases, #44304 open) and the early offloading connector: computed + scheduled."
-    _nonneg(num_computed=num_computed, num_scheduled=num_scheduled, num_scheduled_spec=num_scheduled_spec)
+    check_int('num_computed', num_computed, 0); check_int('num_scheduled', num_scheduled, 0); check_int('num_scheduled_spec', num_scheduled_spec, 0)
     return num_computed + num_scheduled
 
 # %% ../../nbs/09c_draft_accounting.ipynb #3c6b73a0
@@ -40,7 +37,7 @@ def storable_blocks(num_tokens:int, # the connector's count of tokens
                     num_hashed_blocks:int # `len(request.block_hashes)` when the metadata is built
                    )->int:
     "Leading blocks a step may store: whole blocks of `num_tokens`, never past the hashed blocks."
-    _nonneg(num_tokens=num_tokens, num_hashed_blocks=num_hashed_blocks); check_int('block_size', block_size, 1)
+    check_int('num_tokens', num_tokens, 0); check_int('num_hashed_blocks', num_hashed_blocks, 0); check_int('block_size', block_size, 1)
     return min(num_tokens // block_size, num_hashed_blocks)
 
 def legacy_storable_blocks(num_tokens:int, # the connector's count of tokens
@@ -48,7 +45,7 @@ def legacy_storable_blocks(num_tokens:int, # the connector's count of tokens
                            num_hashed_blocks:int # ignored by the legacy form
                           )->int:
     "Before the clamp: whole blocks of the count, hashes or not."
-    _nonneg(num_tokens=num_tokens, num_hashed_blocks=num_hashed_blocks); check_int('block_size', block_size, 1)
+    check_int('num_tokens', num_tokens, 0); check_int('num_hashed_blocks', num_hashed_blocks, 0); check_int('block_size', block_size, 1)
     return num_tokens // block_size
 
 # %% ../../nbs/09c_draft_accounting.ipynb #aede3eb0
@@ -56,21 +53,21 @@ def lookup_hit_blocks(num_cached_blocks:int, # leading blocks of the prompt pres
                       drop:bool # the method takes EAGLE's last-block drop
                      )->int:
     "Blocks the lookup reports as a hit: the cached run, minus the volatile last block under the drop."
-    _nonneg(num_cached_blocks=num_cached_blocks); check_bool('drop', drop)
+    check_int('num_cached_blocks', num_cached_blocks, 0); check_bool('drop', drop)
     return max(num_cached_blocks - 1, 0) if drop else num_cached_blocks
 
 def load_blocks(hit_blocks:int, # blocks the lookup reported (already pruned)
                 drop:bool # the method takes EAGLE's last-block drop
                )->int:
     "Blocks the load mask writes: the whole reported hit (the prune is applied once, by the lookup)."
-    _nonneg(hit_blocks=hit_blocks); check_bool('drop', drop)
+    check_int('hit_blocks', hit_blocks, 0); check_bool('drop', drop)
     return hit_blocks
 
 def legacy_load_blocks(hit_blocks:int, # blocks the lookup reported (already pruned)
                        drop:bool # the method takes EAGLE's last-block drop
                       )->int:
     "Before #43516: the load mask prunes the hit again."
-    _nonneg(hit_blocks=hit_blocks); check_bool('drop', drop)
+    check_int('hit_blocks', hit_blocks, 0); check_bool('drop', drop)
     return max(hit_blocks - 1, 0) if drop else hit_blocks
 
 # %% ../../nbs/09c_draft_accounting.ipynb #c52aeeda
@@ -107,7 +104,7 @@ def request_steps(prompt_len:int, # prompt tokens
                   pad_first:bool=False # pad a one-token first step with `k` placeholder drafts
                  )->list:
     "The `Step`s of one request under synchronous scheduling."
-    _nonneg(k=k); check_int('prompt_len', prompt_len, 1); check_int('chunk', chunk, 1); check_int('block_size', block_size, 1)
+    check_int('k', k, 0); check_int('prompt_len', prompt_len, 1); check_int('chunk', chunk, 1); check_int('block_size', block_size, 1)
     check_int('first_computed', first_computed, 0, prompt_len - 1)  # at least one prompt token is left
     check(isinstance(accepted, (list, tuple)), 'accepted', accepted, 'a list of counts', ArgTypeError)
     for a in accepted: check_int('accepted', a, 0, k)

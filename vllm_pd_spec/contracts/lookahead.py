@@ -14,23 +14,13 @@ __all__ = ['CONSUMERS', 'RELEASES', 'num_prefill_lookahead_tokens', 'reserve_pre
            'release_lookaheads', 'changed_in']
 
 # %% ../../nbs/01_lookahead.ipynb #92413968
-from ..config import SpeculativeConfig, METHODS
+from ..config import SpeculativeConfig, METHODS, check_bool, check_int, check_spec
 
 # %% ../../nbs/01_lookahead.ipynb #71c6ad47
-def _check_spec(spec):
-    if spec is not None and not isinstance(spec, SpeculativeConfig):
-        raise TypeError(f'spec={spec!r}: a SpeculativeConfig or None')
-    return spec
-
-def _check_count(name:str, value)->int:
-    if not isinstance(value, int) or isinstance(value, bool): raise TypeError(f'{name}={value!r}: an int')
-    if value < 0: raise ValueError(f'{name}={value!r}: must be >= 0')
-    return value
-
 def num_prefill_lookahead_tokens(spec:SpeculativeConfig|None # the speculative config, or None
                                 )->int:
     "Tokens past the target's computed prefix that the drafter reads during a prefill."
-    if _check_spec(spec) is None or not spec.use_eagle(): return 0
+    if check_spec('spec', spec) is None or not spec.use_eagle(): return 0
     return spec.num_speculative_tokens if spec.use_multi_module_mtp() else 1
 
 # %% ../../nbs/01_lookahead.ipynb #578e0be4
@@ -41,7 +31,7 @@ def reserve_prefill_lookahead(num_tokens:int, # the request's prefill length (pr
                              )->int:
     "The new `num_new`: never end a prefill chunk with `0 < remaining < lookahead`."
     for name, v in dict(num_tokens=num_tokens, num_computed=num_computed, num_new=num_new, lookahead=lookahead).items():
-        _check_count(name, v)
+        check_int(name, v, 0)
     if num_computed >= num_tokens: return num_new
     remaining = num_tokens - num_computed - num_new
     if 0 < remaining < lookahead: num_new -= lookahead - remaining
@@ -51,25 +41,25 @@ def reserve_prefill_lookahead(num_tokens:int, # the request's prefill length (pr
 def extra_retained_tokens(lookahead:int # `num_prefill_lookahead_tokens`
                          )->int:
     "Tokens a sliding-window layer keeps beyond its window for the drafter to re-prefill."
-    return max(0, _check_count('lookahead', lookahead) - 1)
+    return max(0, check_int('lookahead', lookahead, 0) - 1)
 
 # %% ../../nbs/01_lookahead.ipynb #9d4d6eb1
 def num_reprefillable_tokens(lookahead:int # `num_prefill_lookahead_tokens`
                             )->int:
     "Trailing computed tokens whose drafter KV the next step may still rewrite (never published)."
-    return max(0, _check_count('lookahead', lookahead) - 1)
+    return max(0, check_int('lookahead', lookahead, 0) - 1)
 
 def num_cacheable_tokens(num_computed_tokens:int, # tokens whose KV is (or is being) computed
                          lookahead:int # `num_prefill_lookahead_tokens`
                         )->int:
     "The prefix the prefix cache may publish: everything but the re-prefillable tail."
-    return max(0, _check_count('num_computed_tokens', num_computed_tokens) - num_reprefillable_tokens(lookahead))
+    return max(0, check_int('num_computed_tokens', num_computed_tokens, 0) - num_reprefillable_tokens(lookahead))
 
 # %% ../../nbs/01_lookahead.ipynb #3952a5b1
 def runner_prefill_lookahead(lookahead:int # `num_prefill_lookahead_tokens`
                             )->int:
     "Rows of the runner's `next_prefill_tokens` buffer."
-    return max(1, _check_count('lookahead', lookahead))
+    return max(1, check_int('lookahead', lookahead, 0))
 
 def _connector_backoff(has_mamba:bool, lookahead:int)->int: return max(1 if has_mamba else 0, lookahead - 1)
 
@@ -77,30 +67,30 @@ def _connector_backoff(has_mamba:bool, lookahead:int)->int: return max(1 if has_
 def legacy_scheduler_prefill_lookahead(spec:SpeculativeConfig|None # the speculative config, or None
                                       )->int:
     "0.27.1's scheduler: `1 if use_eagle else 0` (encoder inputs); no chunk reservation, which 1 never triggers."
-    return 1 if _check_spec(spec) is not None and spec.use_eagle() else 0
+    return 1 if check_spec('spec', spec) is not None and spec.use_eagle() else 0
 
 def legacy_extra_retained_tokens(spec:SpeculativeConfig|None # the speculative config, or None
                                 )->int:
     "0.27.1's planner: sliding windows keep no extra tokens."
-    _check_spec(spec)
+    check_spec('spec', spec)
     return 0
 
 def legacy_num_reprefillable_tokens(spec:SpeculativeConfig|None # the speculative config, or None
                                    )->int:
     "0.27.1's coordinator: every computed full block is published."
-    _check_spec(spec)
+    check_spec('spec', spec)
     return 0
 
 def legacy_connector_backoff(has_mamba:bool # the model has GDN/Mamba layers
                             )->int:
     "0.27.1's connector: one token off P with recurrent layers, else none."
-    if not isinstance(has_mamba, bool): raise TypeError(f'has_mamba={has_mamba!r}: a bool')
+    check_bool('has_mamba', has_mamba)
     return 1 if has_mamba else 0
 
 def legacy_runner_prefill_lookahead(spec:SpeculativeConfig|None # the speculative config, or None
                                    )->int:
     "0.27.1's runner: `num_speculative_steps if use_multi_module_mtp() else 1` rows."
-    return spec.num_speculative_tokens if _check_spec(spec) is not None and spec.use_multi_module_mtp() else 1
+    return spec.num_speculative_tokens if check_spec('spec', spec) is not None and spec.use_multi_module_mtp() else 1
 
 # %% ../../nbs/01_lookahead.ipynb #0b35e14a
 CONSUMERS = ('scheduler', 'kv_cache_planner', 'kv_cache_coordinator', 'connector', 'runner')
@@ -126,13 +116,13 @@ def disagreeing_consumers(spec:SpeculativeConfig|None, # the speculative config,
 def scheduler_prefill_lookahead_0290(spec:SpeculativeConfig|None # the speculative config, or None
                                     )->int:
     "vLLM 0.29.0's scheduler (`Scheduler.__init__`, no #55055): `k if use_multi_module_mtp() else 1` for the eagle family, else 0."
-    if _check_spec(spec) is None or not spec.use_eagle(): return 0
+    if check_spec('spec', spec) is None or not spec.use_eagle(): return 0
     return spec.num_speculative_tokens if spec.use_multi_module_mtp() else 1
 
 def extra_retained_tokens_0290(spec:SpeculativeConfig|None # the speculative config, or None
                               )->int:
     "vLLM 0.29.0's planner (`get_kv_cache_configs`): `num_speculative_tokens - 1` for multi-module MTP, else 0."
-    return spec.num_speculative_tokens - 1 if _check_spec(spec) is not None and spec.use_multi_module_mtp() else 0
+    return spec.num_speculative_tokens - 1 if check_spec('spec', spec) is not None and spec.use_multi_module_mtp() else 0
 
 def num_reprefillable_tokens_0290(spec:SpeculativeConfig|None # the speculative config, or None
                                  )->int:

@@ -11,22 +11,17 @@ __all__ = ['local_prefix_hit', 'on_new_request', 'legacy_on_new_request', 'get_n
            'legacy_gives_zero']
 
 # %% ../../nbs/03_truncation_ordering.ipynb #5a20f736
-from ..config import make_kv_transfer_params, cdiv
+from ..config import make_kv_transfer_params, cdiv, check_int
 from .backoff import truncate_request_for_prefill, _Prompt
 from types import SimpleNamespace
 
 # %% ../../nbs/03_truncation_ordering.ipynb #06275585
-def _count(name:str, value, least:int=0)->int:
-    if not isinstance(value, int) or isinstance(value, bool): raise TypeError(f'{name}={value!r}: an int')
-    if value < least: raise ValueError(f'{name}={value!r}: must be >= {least}')
-    return value
-
 def local_prefix_hit(num_tokens:int, # the request's length when the lookup runs
                      prefix_hit:int, # leading prompt tokens whose KV is in the local prefix cache
                      block_size:int # tokens per KV block
                     )->int:
     "`num_computed_tokens` from the local prefix cache: whole blocks, capped at `num_tokens - 1`."
-    _count('num_tokens', num_tokens, 1); _count('prefix_hit', prefix_hit); _count('block_size', block_size, 1)
+    check_int('num_tokens', num_tokens, 1); check_int('prefix_hit', prefix_hit, 0); check_int('block_size', block_size, 1)
     return min(prefix_hit, num_tokens - 1) // block_size * block_size
 
 # %% ../../nbs/03_truncation_ordering.ipynb #75617fd8
@@ -66,10 +61,8 @@ def truncated_length(num_prompt_tokens:int, # N, the prompt as it arrives
                      backoff:int, # b, `prefill_backoff(...)`
                     )->int:
     "The prompt's length after the P-side truncation: `N - b` when `0 < b < N`, else `N`."
-    _count('num_prompt_tokens', num_prompt_tokens, 1); _count('backoff', backoff)
+    check_int('num_prompt_tokens', num_prompt_tokens, 1); check_int('backoff', backoff, 0)
     return num_prompt_tokens - backoff if 0 < backoff < num_prompt_tokens else num_prompt_tokens
-
-def _check_attempts(attempts): _count('attempts', attempts, 1)
 
 def schedule_num_new_tokens(num_prompt_tokens:int, # prompt length as the request arrives
                             block_size:int, # tokens per KV block
@@ -79,7 +72,7 @@ def schedule_num_new_tokens(num_prompt_tokens:int, # prompt length as the reques
                             attempts:int=1 # times the waiting request is tried (the truncation happens once)
                            )->int:
     "The scheduler's `num_new_tokens` for a new P-side request, fixed order: truncate, then look up."
-    _check_attempts(attempts)
+    check_int('attempts', attempts, 1)
     n = truncated_length(num_prompt_tokens, backoff)
     return n - local_prefix_hit(n, prefix_hit, block_size)
 
@@ -91,7 +84,7 @@ def legacy_schedule_num_new_tokens(num_prompt_tokens:int, # prompt length as the
                                    attempts:int=1 # times the waiting request is tried (the count is the last try's)
                                   )->int:
     "The scheduler's `num_new_tokens` for a new P-side request, legacy order: look up, then truncate."
-    _check_attempts(attempts)
+    check_int('attempts', attempts, 1)
     n = truncated_length(num_prompt_tokens, backoff)
     looked_up = num_prompt_tokens if attempts == 1 else n  # a retry looks up the request its first try truncated
     return n - local_prefix_hit(looked_up, prefix_hit, block_size)
@@ -100,7 +93,7 @@ def legacy_schedule_num_new_tokens(num_prompt_tokens:int, # prompt length as the
 def make_p_request(num_prompt_tokens:int # prompt length
                   ):
     "A P-side request (`do_remote_decode=True`) whose prompt knows only its length (O(1) at any length)."
-    _count('num_prompt_tokens', num_prompt_tokens, 1)
+    check_int('num_prompt_tokens', num_prompt_tokens, 1)
     return SimpleNamespace(prompt_token_ids=_Prompt(num_prompt_tokens), num_prompt_tokens=num_prompt_tokens,
                            max_tokens=16, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True))
 
@@ -128,8 +121,8 @@ def legacy_assertion_fires(num_prompt_tokens:int, # N
                            backoff:int # b
                           )->bool:
     "Closed form: the legacy order gives `num_new_tokens <= 0` (the scheduler's assertion fires)."
-    N, B, h, b = (_count('num_prompt_tokens', num_prompt_tokens, 1), _count('block_size', block_size, 1),
-                  _count('prefix_hit', prefix_hit), _count('backoff', backoff))
+    N, B, h, b = (check_int('num_prompt_tokens', num_prompt_tokens, 1), check_int('block_size', block_size, 1),
+                  check_int('prefix_hit', prefix_hit, 0), check_int('backoff', backoff, 0))
     return b > 0 and N > b and cdiv(N - b, B) * B <= min(h, N - 1)
 
 def legacy_gives_zero(num_prompt_tokens:int, # N
@@ -138,6 +131,6 @@ def legacy_gives_zero(num_prompt_tokens:int, # N
                       backoff:int # b
                      )->bool:
     "Closed form: the legacy order gives exactly `num_new_tokens == 0`."
-    N, B, h, b = (_count('num_prompt_tokens', num_prompt_tokens, 1), _count('block_size', block_size, 1),
-                  _count('prefix_hit', prefix_hit), _count('backoff', backoff))
+    N, B, h, b = (check_int('num_prompt_tokens', num_prompt_tokens, 1), check_int('block_size', block_size, 1),
+                  check_int('prefix_hit', prefix_hit, 0), check_int('backoff', backoff, 0))
     return b > 0 and N > b and (N - b) % B == 0 and N - b <= min(h, N - 1) < N - b + B

@@ -12,6 +12,7 @@ __all__ = ['ROW_RULES', 'FIXED_ROW_RULE', 'LEGACY_ROW_RULE', 'ROW_KINDS', 'num_d
 
 # %% ../../nbs/05_gdn_decode_detection.ipynb #be910ad4
 import numpy as np
+from ..config import check, check_choice, check_int
 
 # %% ../../nbs/05_gdn_decode_detection.ipynb #99dc1f68
 def _arrays(**kw)->tuple:
@@ -19,9 +20,9 @@ def _arrays(**kw)->tuple:
     out, n = [], None
     for name, v in kw.items():
         a = np.asarray(v)
-        if a.ndim != 1 or not (a.size == 0 or np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
-            raise ValueError(f'{name} must be a 1-D sequence of ints, got {v!r}')
-        if n is not None and a.size != n: raise ValueError(f'{name} has {a.size} rows, expected {n}')
+        check(a.ndim == 1 and (a.size == 0 or np.issubdtype(a.dtype, np.integer) or a.dtype == bool), name, v,
+              'a 1-D sequence of ints')
+        check(n is None or a.size == n, name, v, f'{n} rows, as many as the arguments before it')
         n = a.size; out.append(a.astype(np.int64))
     return tuple(out)
 
@@ -53,8 +54,7 @@ def num_decode_draft_tokens_v2_0330(num_scheduled:np.ndarray, # [rows] tokens sc
                                     num_speculative_tokens:int, # k
                                    )->np.ndarray:
     "Fixed, V2 (vLLM 0.33.0 `prepare_attn`): every row not prefilling (a one-token tail runs as decode) with 1..k+1 tokens."
-    if isinstance(num_speculative_tokens, bool) or not isinstance(num_speculative_tokens, int) or num_speculative_tokens < 0:
-        raise ValueError(f'num_speculative_tokens must be an int >= 0, got {num_speculative_tokens!r}')
+    check_int('num_speculative_tokens', num_speculative_tokens, 0)
     is_prefilling, runs_as_decode = prefill_runs_as_decode_0330(num_scheduled, num_draft, num_computed, prefill_len)
     s, d = _arrays(num_scheduled=num_scheduled, num_draft=num_draft)
     decode = ~(is_prefilling & ~runs_as_decode) & (s > 0) & (s <= num_speculative_tokens + 1)
@@ -95,7 +95,7 @@ def num_decode_draft_tokens(rule:str, # a key of `ROW_RULES`
                             num_speculative_tokens:int, # k
                            )->np.ndarray:
     "Per-row draft count of spec-decode rows, `-1` elsewhere, under the named rule."
-    if rule not in ROW_RULES: raise ValueError(f'rule must be one of {", ".join(ROW_RULES)}, got {rule!r}')
+    check_choice('rule', rule, ROW_RULES)
     fn, names = ROW_RULES[rule]
     args = dict(num_scheduled=num_scheduled, num_draft=num_draft, num_computed=num_computed, num_prompt=num_prompt,
                 prefill_len=prefill_len, num_speculative_tokens=num_speculative_tokens)

@@ -12,26 +12,14 @@ __all__ = ['num_lookahead_tokens', 'legacy_num_lookahead_tokens', 'num_lookahead
            'legacy_async_load_block_counts']
 
 # %% ../../nbs/04_dflash_slots.ipynb #d1b922f3
-from ..config import SpeculativeConfig, cdiv
+from ..config import SpeculativeConfig, cdiv, check_bool, check_int, check_spec
 
 # %% ../../nbs/04_dflash_slots.ipynb #5ef2e2af
-def _check_spec(spec, sample_from_anchor):
-    "TypeError naming the argument unless `spec` is a SpeculativeConfig or None and `sample_from_anchor` a bool."
-    if spec is not None and not isinstance(spec, SpeculativeConfig):
-        raise TypeError(f'spec must be a SpeculativeConfig or None, got {type(spec).__name__}')
-    if not isinstance(sample_from_anchor, bool): raise TypeError(f'sample_from_anchor must be a bool, got {sample_from_anchor!r}')
-
-def _check_count(name:str, value)->int:
-    "ValueError naming the argument unless `value` is an int >= 0."
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f'{name} must be an int >= 0, got {value!r}')
-    return value
-
 def num_lookahead_tokens(spec:SpeculativeConfig|None, # the speculative config, or None
                          sample_from_anchor:bool=True, # DSpark only: False is fill-in mode (a bonus query plus one per draft)
                         )->int:
     "Fixed (vLLM 0.33.0, `VllmConfig.num_lookahead_tokens`): KV slots past the target's tokens the drafter writes in a step."
-    _check_spec(spec, sample_from_anchor)
+    check_spec('spec', spec); check_bool('sample_from_anchor', sample_from_anchor)
     if spec is None: return 0
     k = spec.num_speculative_tokens
     if spec.use_dflash() or (spec.method == 'dspark' and not sample_from_anchor): return k + 1
@@ -41,7 +29,7 @@ def legacy_num_lookahead_tokens(spec:SpeculativeConfig|None, # the speculative c
                                 sample_from_anchor:bool=True, # ignored: no mode gets an extra slot
                                )->int:
     "Legacy (vLLM 0.22.0, `Scheduler.__init__`, before #42971): `k` for every eagle-family drafter and draft model, DFlash included."
-    _check_spec(spec, sample_from_anchor)
+    check_spec('spec', spec); check_bool('sample_from_anchor', sample_from_anchor)
     if spec is None or not (spec.use_eagle() or spec.uses_draft_model()): return 0
     return spec.num_speculative_tokens
 
@@ -49,7 +37,7 @@ def num_lookahead_tokens_0271(spec:SpeculativeConfig|None, # the speculative con
                               sample_from_anchor:bool=True, # ignored: DSpark gets `k` in either mode
                              )->int:
     "Variant (vLLM 0.27.1, `Scheduler.__init__`, #42971): `k + 1` for DFlash only, `k` for the other drafters."
-    _check_spec(spec, sample_from_anchor)
+    check_spec('spec', spec); check_bool('sample_from_anchor', sample_from_anchor)
     if spec is not None and spec.use_dflash(): return spec.num_speculative_tokens + 1
     return legacy_num_lookahead_tokens(spec)
 
@@ -58,8 +46,8 @@ def effective_lookahead_tokens(num_lookahead:int, # `num_lookahead_tokens` for t
                                load_kv_async:bool, # the request's KV is loaded asynchronously this step (P/D decode)
                               )->int:
     "Fixed (vLLM 0.27.1 and 0.33.0, `Scheduler.schedule`, #46694): no lookahead slots while the KV loads asynchronously."
-    _check_count('num_lookahead', num_lookahead)
-    if not isinstance(load_kv_async, bool): raise TypeError(f'load_kv_async must be a bool, got {load_kv_async!r}')
+    check_int('num_lookahead', num_lookahead, 0)
+    check_bool('load_kv_async', load_kv_async)
     limit_lookahead_tokens = load_kv_async and num_lookahead > 0
     return 0 if limit_lookahead_tokens else num_lookahead
 
@@ -67,7 +55,7 @@ def legacy_effective_lookahead_tokens(num_lookahead:int, # `num_lookahead_tokens
                                       num_computed:int, # the request's computed tokens before this step
                                      )->int:
     "Legacy (vLLM 0.22.0, `Scheduler.schedule`, before #43733): no lookahead slots for a request that has computed nothing."
-    _check_count('num_lookahead', num_lookahead); _check_count('num_computed', num_computed)
+    check_int('num_lookahead', num_lookahead, 0); check_int('num_computed', num_computed, 0)
     return 0 if num_computed == 0 else num_lookahead
 
 def effective_lookahead_tokens_43733(num_lookahead:int, # `num_lookahead_tokens` for the config
@@ -75,7 +63,7 @@ def effective_lookahead_tokens_43733(num_lookahead:int, # `num_lookahead_tokens`
                                      use_eagle:bool, # the drafter is eagle-family
                                     )->int:
     "Variant (#43733, PR era): no lookahead slots during an asynchronous KV load, for eagle-family drafters only."
-    _check_count('num_lookahead', num_lookahead)
+    check_int('num_lookahead', num_lookahead, 0)
     return 0 if load_kv_async and use_eagle else num_lookahead
 
 # %% ../../nbs/04_dflash_slots.ipynb #d70cb4cf
@@ -111,7 +99,7 @@ def drafter_positions_past(spec:SpeculativeConfig|None, # the speculative config
                            sample_from_anchor:bool=True, # DSpark only: False is fill-in mode
                           )->int:
     "Positions past the target's new length the drafter writes KV for in a sampling step."
-    _check_spec(spec, sample_from_anchor)
+    check_spec('spec', spec); check_bool('sample_from_anchor', sample_from_anchor)
     if spec is None or spec.method == 'ngram': return 0
     fill_in = spec.use_dflash() or (spec.method == 'dspark' and not sample_from_anchor)
     return spec.num_speculative_tokens + (1 if fill_in else 0)

@@ -9,14 +9,14 @@ __all__ = ['NULL_BLOCK', 'MAMBA_CACHE_MODES', 'RECEIVED', 'SOURCES', 'mamba_bloc
            'pair_positional', 'pair_state_slots', 'legacy_pair_state_slots', 'received_state']
 
 # %% ../../nbs/09b_state_slots.ipynb #dcf0cd69
-from ..config import ArgTypeError, check, check_choice, check_int, _is_int
+from ..config import ArgTypeError, cdiv, check, check_choice, check_int, is_int
 NULL_BLOCK = 0
 MAMBA_CACHE_MODES = ('none', 'align', 'all')
 
 def _check_ids(name:str, ids, nonempty:bool=False)->list:
     "`ids` when it is a list (or tuple) of block ids (integers >= 0), non-empty if asked; otherwise raise naming `name`."
     check(isinstance(ids, (list, tuple)), name, ids, 'a list of block ids', ArgTypeError)
-    check(all(_is_int(b) and b >= 0 for b in ids) and (ids or not nonempty), name, ids,
+    check(all(is_int(b) and b >= 0 for b in ids) and (ids or not nonempty), name, ids,
           ('a non-empty' if nonempty else 'a') + ' list of block ids (integers >= 0)')
     return ids
 
@@ -31,7 +31,7 @@ def mamba_block_ids(num_tokens:int, # the request's tokens
     check_choice('mode', mode, MAMBA_CACHE_MODES)
     check_int('num_tokens', num_tokens, 1); check_int('block_size', block_size, 1)
     check_int('num_speculative_blocks', num_speculative_blocks, 0); check_int('first_id', first_id, NULL_BLOCK + 1)
-    n = 1 if mode == 'none' else -(-num_tokens // block_size)
+    n = 1 if mode == 'none' else cdiv(num_tokens, block_size)
     nulls = n - 1 if mode == 'align' else 0
     return [NULL_BLOCK] * nulls + list(range(first_id, first_id + n - nulls + num_speculative_blocks))
 

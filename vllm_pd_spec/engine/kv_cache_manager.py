@@ -12,7 +12,7 @@ __all__ = ['FullAttentionSpec', 'SlidingWindowSpec', 'MambaSpec', 'KVCacheGroupS
 # %% ../../nbs/32_engine_kv_cache.ipynb #fc5001eb
 from fastcore.basics import patch
 from dataclasses import dataclass, field
-from ..config import VllmConfig, cdiv
+from ..config import VllmConfig, cdiv, check_int
 from ..contracts import lookahead
 from .block_pool import BlockPool, KVCacheBlock
 from .request import Request
@@ -214,8 +214,7 @@ class KVCacheManager:
                  use_eagle:bool=False, # drop a hit's last block (EAGLE, EAGLE3, MTP drafters)
                  num_reprefillable_tokens:int=0, # trailing computed tokens never published (fix 1)
                 ):
-        if not isinstance(num_reprefillable_tokens, int) or num_reprefillable_tokens < 0:
-            raise ValueError(f'num_reprefillable_tokens={num_reprefillable_tokens!r}: an int >= 0')
+        check_int('num_reprefillable_tokens', num_reprefillable_tokens, 0)
         self.kv_cache_config, self.max_model_len, self.enable_caching = kv_cache_config, max_model_len, enable_caching
         self.use_eagle, self.num_reprefillable_tokens = use_eagle, num_reprefillable_tokens
         self.block_size = kv_cache_config.block_size

@@ -8,10 +8,10 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/llm_engine.html.md"""
 __all__ = ['make_config', 'StepObserver', 'EngineDeadError', 'LLMEngine', 'peak_blocks_alone', 'PDPair']
 
 # %% ../../nbs/37_llm_engine.ipynb #c1c89e32
-import itertools, numbers, torch
+import itertools, torch
 from fastcore.basics import patch
 from ..contracts import slots
-from ..config import VllmConfig, SpeculativeConfig, SchedulerConfig, CacheConfig, Fixes, make_kv_transfer_params
+from ..config import VllmConfig, SpeculativeConfig, SchedulerConfig, CacheConfig, Fixes, cdiv, is_int, make_kv_transfer_params
 from .request import Request, RequestStatus
 from .outputs import SchedulerOutput, ModelRunnerOutput, EngineCoreOutput
 from .kv_cache_manager import KVCacheConfig, SlotChecker, get_kv_cache_config
@@ -174,14 +174,12 @@ def peak_blocks_alone(scheduler:Scheduler, # the engine's scheduler (its groups,
         n = min(scheduler._num_new_tokens(max(num_prompt_tokens, num_computed + 1), num_computed), scheduler.max_num_scheduled_tokens)
         if num_computed < num_prompt_tokens: n = scheduler._reserve_prefill_lookahead(probe, num_computed, n) or n
         num_slots = min(num_computed + n + (la if num_computed else la0), scheduler.max_model_len)
-        peak = max(peak, sum(-(-num_slots // m.block_size) - m.get_num_skipped_tokens(num_computed) // m.block_size for m in managers))
+        peak = max(peak, sum(cdiv(num_slots, m.block_size) - m.get_num_skipped_tokens(num_computed) // m.block_size for m in managers))
         num_computed += n
     return peak
 
 def _field(ok:bool, request, name:str, value, allowed:str, exc=ValueError):
     if not ok: raise exc(f'request {request.request_id!r}: {name}={value!r:.80} is invalid: must be {allowed}')
-
-def _int(x)->bool: return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 @patch
 def check_request(self:LLMEngine, request:Request):
@@ -193,17 +191,17 @@ def check_request(self:LLMEngine, request:Request):
            'not the id of a request that finished in the last step (its per-request state is freed in the next one)')
     ids, sched = request.prompt_token_ids, self.scheduler
     _field(len(ids) > 0, request, 'prompt_token_ids', ids, 'a non-empty list of token ids')
-    bad = next((t for t in ids if not _int(t)), None)
+    bad = next((t for t in ids if not is_int(t)), None)
     _field(bad is None, request, 'prompt_token_ids', bad, 'integer token ids (this one is not)', TypeError)
     if self.vocab_size and (bad := [t for t in ids if not 0 <= t < self.vocab_size]):
         raise ValueError(f'request {rid!r}: token id {bad[0]} is outside the model\'s vocabulary (0..{self.vocab_size - 1}); '
                          'encode prompts with the model\'s tokenizer (`model_prompts`)')
     _field(len(ids) <= sched.max_model_len, request, 'prompt_token_ids', f'<{len(ids)} tokens>',
            f'at most max_model_len={sched.max_model_len} tokens')
-    _field(_int(request.max_tokens), request, 'max_tokens', request.max_tokens, 'an integer >= 1', TypeError)
+    _field(is_int(request.max_tokens), request, 'max_tokens', request.max_tokens, 'an integer >= 1', TypeError)
     _field(request.max_tokens >= 1, request, 'max_tokens', request.max_tokens, 'an integer >= 1')
     eos = request.eos_token_id
-    _field(eos is None or (_int(eos) and 0 <= eos < (self.vocab_size or eos + 1)), request, 'eos_token_id', eos,
+    _field(eos is None or (is_int(eos) and 0 <= eos < (self.vocab_size or eos + 1)), request, 'eos_token_id', eos,
            'None or a token id of the vocabulary')
     params = request.kv_transfer_params
     _field(params is None or isinstance(params, dict), request, 'kv_transfer_params', params, 'None or a dict', TypeError)

@@ -13,7 +13,7 @@ __all__ = ['LOAD_MASKS', 'CPUStore', 'OffloadConfig', 'ReqStoreState', 'OffloadM
 import torch
 from dataclasses import dataclass, field
 from fastcore.basics import patch
-from ..config import VllmConfig
+from ..config import VllmConfig, check, check_choice
 from ..contracts.draft_accounting import (STORE_FORMS, ASSERTION, connector_num_tokens, legacy_connector_num_tokens,
     storable_blocks, legacy_storable_blocks, load_blocks, legacy_load_blocks)
 from .request import Request
@@ -45,8 +45,7 @@ class OffloadConfig:
     retrieve:bool=True # False: attached, stores, but never reports a hit (retrieval switched off)
     supports_divergent_local_hybrid_hits:bool=False # restores a lagging local GDN state (upstream's connector property; NIXL: True)
     def __post_init__(self):
-        if self.store_form not in STORE_FORMS: raise ValueError(f'store_form must be one of {STORE_FORMS}, got {self.store_form!r}')
-        if self.load_mask not in LOAD_MASKS: raise ValueError(f'load_mask must be one of {LOAD_MASKS}, got {self.load_mask!r}')
+        check_choice('store_form', self.store_form, STORE_FORMS); check_choice('load_mask', self.load_mask, LOAD_MASKS)
         object.__setattr__(self, 'drop_group_ids', frozenset(self.drop_group_ids))
 
 # %% ../../nbs/38a_engine_offload.ipynb #0c7ef16d
@@ -166,14 +165,14 @@ def _store_job(self:OffloadConnectorScheduler, request:Request, block_ids:tuple,
 @patch
 def build_connector_meta(self:OffloadConnectorScheduler, scheduler_output=None)->OffloadMetadata:
     "This step's loads and stores."
-    so, meta = scheduler_output, OffloadMetadata(loads=self._loads)
+    meta = OffloadMetadata(loads=self._loads)
     self._loads = {}
-    if so is not None:
-        new = {r.req_id: r.block_ids for r in so.scheduled_new_reqs}
-        cached = dict(zip(so.scheduled_cached_reqs.req_ids, so.scheduled_cached_reqs.block_ids))
-        for rid, n in so.num_scheduled_tokens.items():
+    if scheduler_output is not None:
+        new = {r.req_id: r.block_ids for r in scheduler_output.scheduled_new_reqs}
+        cached = dict(zip(scheduler_output.scheduled_cached_reqs.req_ids, scheduler_output.scheduled_cached_reqs.block_ids))
+        for rid, n in scheduler_output.num_scheduled_tokens.items():
             req = self._requests[rid]
-            job = self._store_job(req, new.get(rid) or cached[rid], n, len(so.scheduled_spec_decode_tokens.get(rid, [])))
+            job = self._store_job(req, new.get(rid) or cached[rid], n, len(scheduler_output.scheduled_spec_decode_tokens.get(rid, [])))
             if job: meta.stores.append(job)
     for rid, job in self._finished_stores.items():
         if job: meta.stores.append(job)
@@ -317,11 +316,11 @@ def attach_offload(engine, # an `LLMEngine` built with `worker=offload_worker(..
     tier = OffloadConnectorScheduler(s.vllm_config, s.kv_cache_config, store, config)
     tier.bind(s.requests)
     if s.connector is None:
-        if not isinstance(w, OffloadConnectorWorker): raise ValueError('build the engine with worker=offload_worker(...)')
+        check(isinstance(w, OffloadConnectorWorker), 'worker', w, 'an offload_worker(...): build the engine with worker=offload_worker(...)')
         s.connector = tier
     else:
-        if not (isinstance(w, MultiConnectorWorker) and isinstance(w.workers[-1], OffloadConnectorWorker)):
-            raise ValueError('a P/D engine needs worker=MultiConnectorWorker([its P/D worker, offload_worker(...)])')
+        check(isinstance(w, MultiConnectorWorker) and isinstance(w.workers[-1], OffloadConnectorWorker), 'worker', w,
+              'a MultiConnectorWorker([its P/D worker, offload_worker(...)]) on a P/D engine')
         s.connector = MultiConnectorScheduler([s.connector, tier])
     s.kv_cache_manager.drop_group_ids = frozenset(config.drop_group_ids if local_drop_group_ids is None else local_drop_group_ids)
     return tier

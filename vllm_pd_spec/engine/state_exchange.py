@@ -9,6 +9,7 @@ __all__ = ['SLOTS', 'PAIRINGS', 'SlotListRunner', 'exchange_state_slots', 'State
 
 # %% ../../nbs/38b_engine_state_exchange.ipynb #8c3ac814
 import torch
+from ..config import check_choice
 from vllm_pd_spec.contracts.state_slots import (MAMBA_CACHE_MODES, NULL_BLOCK, mamba_block_ids, running_state_slot, pair_state_slots,
     legacy_pair_state_slots)
 from .runner import ModelRunner
@@ -37,8 +38,8 @@ def exchange_state_slots(p_slots:torch.Tensor, # P's slot list of one layer, `[k
                          pairing:str='fixed', # a key of `PAIRINGS`
                         )->tuple:
     "`(state D's running slot receives, the P slot id it came from or None)`."
-    if mode not in ('none', 'align'): raise ValueError(f"mode must be 'none' or 'align' (the engine keeps no per-position states), got {mode!r}")
-    if pairing not in PAIRINGS: raise ValueError(f'pairing must be one of {tuple(PAIRINGS)}, got {pairing!r}')
+    check_choice('mode', mode, ('none', 'align'))  # the engine keeps no per-position states ('all')
+    check_choice('pairing', pairing, PAIRINGS)
     k_p = p_slots.shape[0] - 1
     p, d = mamba_block_ids(num_tokens, block_size, k_p, mode, 1), mamba_block_ids(num_tokens, block_size, k_d, mode, 1001)
     d_run = running_state_slot(d, k_d)

@@ -16,7 +16,7 @@ from ..config import Fixes, SpeculativeConfig, LayerSpec, ModelConfig, VllmConfi
 from ..contracts import lookahead
 from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker, get_kv_cache_config
-from ..engine.scheduler import ToyRunner
+from ..engine.toy_runner import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
 from .common import ExperimentResult, bars, setup_text, reader_table, torch_threads, StepLog

@@ -16,7 +16,8 @@ from ..config import (Fixes, SpeculativeConfig, LayerSpec, ModelConfig, VllmConf
                                  make_kv_transfer_params)
 from ..contracts import ordering
 from ..engine.request import Request
-from ..engine.scheduler import SchedulerAssertionError, ToyRunner
+from ..engine.scheduler import SchedulerAssertionError
+from ..engine.toy_runner import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, EngineDeadError
 from .common import ExperimentResult, bars, setup_text, reader_table
 

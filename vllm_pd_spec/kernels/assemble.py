@@ -10,6 +10,7 @@ __all__ = ['ASSEMBLE_BACKENDS', 'prepare_prefill_inputs_ref', 'prepare_pos_seq_l
 
 # %% ../../nbs/21_fused_input_assembly.ipynb #6dd37dc4
 import torch
+from ..config import check_choice, check_int
 from .combine import (triton, tl, _jit, _Launch, _LAUNCHES, _num_warps, _next_pow2, _combine_block, _check, _check_out,
                                           _check_flags, _backend, check_rows, check_logits,
                                           combine_sampled_and_draft_tokens_ref)
@@ -123,8 +124,7 @@ def _validate_assemble(input_ids, positions, seq_lens, next_prefill_tokens, idx_
                        cu_num_logits, num_logits, num_new_sampled_tokens, out, guard, max_query_len):
     "Check every argument's structure (no device read); return the `logits_indices` buffer to write."
     _check_flags(num_new_sampled_tokens, guard)
-    if max_query_len is not None and (type(max_query_len) is not int or max_query_len < 0):
-        raise ValueError(f'max_query_len must be None or a non-negative int, got {max_query_len!r}')
+    if max_query_len is not None: check_int('max_query_len', max_query_len, 0)
     if not isinstance(input_ids, torch.Tensor): raise ValueError(f'input_ids must be a torch.Tensor, got {type(input_ids).__name__}')
     dev = input_ids.device
     for name, t, ndim in (('input_ids', input_ids, (1,)), ('positions', positions, (1,)), ('idx_mapping', idx_mapping, (1,)),
@@ -212,7 +212,7 @@ def assemble_inputs(input_ids, # [max_num_tokens] int32/int64, written: the step
                    last_sampled_tokens, ints[4], draft_tokens, ints[5], draft_tokens.shape[1], cu_num_logits, li)
             return li
     be = _backend(backend, input_ids)
-    if be not in ASSEMBLE_BACKENDS: raise ValueError(f'backend must be one of {ASSEMBLE_BACKENDS}, got {be!r}')
+    check_choice('backend', be, ASSEMBLE_BACKENDS)
     check = be != 'triton' if check_values is None else bool(check_values)
     tensors = (input_ids, positions, seq_lens, next_prefill_tokens, idx_mapping, query_start_loc, all_token_ids,
                prefill_len, num_computed_tokens, last_sampled_tokens, draft_tokens, cu_num_logits)

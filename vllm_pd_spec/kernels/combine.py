@@ -12,6 +12,7 @@ __all__ = ['BACKENDS', 'launch_mode', 'check_rows', 'check_logits', 'check_combi
 # %% ../../nbs/20_triton_kernel_guard.ipynb #2121e672
 import os, functools, inspect, types
 import torch
+from ..config import check_bool, check_choice, check_int
 from ..contracts.guard import writes_last_sampled, legacy_writes_last_sampled
 try:
     import triton
@@ -144,8 +145,7 @@ def _check(name, t, device, ndim, min_len=None):
 
 def _check_out(out, num_logits, dev):
     "The `logits_indices` buffer to write: a new one, or the first `num_logits` entries of `out`."
-    if not isinstance(num_logits, int) or isinstance(num_logits, bool) or num_logits < 0:
-        raise ValueError(f'num_logits must be a non-negative int, got {num_logits!r}')
+    check_int('num_logits', num_logits, 0)
     if out is None: return torch.empty(num_logits, dtype=torch.int64, device=dev)
     if not isinstance(out, torch.Tensor) or out.dtype != torch.int64 or out.dim() != 1 or out.device != dev:
         raise ValueError(f'out must be a 1-D int64 tensor on {dev}')
@@ -154,9 +154,7 @@ def _check_out(out, num_logits, dev):
     return out[:num_logits]
 
 def _check_flags(num_new_sampled_tokens, guard):
-    if type(num_new_sampled_tokens) is not int or num_new_sampled_tokens not in (0, 1):
-        raise ValueError(f'num_new_sampled_tokens must be 0 or 1, got {num_new_sampled_tokens!r}')
-    if type(guard) is not bool: raise ValueError(f'guard must be True or False, got {guard!r}')
+    check_int('num_new_sampled_tokens', num_new_sampled_tokens, 0, 1); check_bool('guard', guard)
 
 def _validate(input_ids, idx_mapping, last_sampled_tokens, query_start_loc, seq_lens, prefill_len, draft_tokens,
               cu_num_logits, num_logits, num_new_sampled_tokens, out, guard=True):
@@ -299,7 +297,7 @@ def combine_backend(device='cpu', # where the tensors live
 def _backend(backend, input_ids)->str:
     "The backend to run: `backend`, or the default for `input_ids`' device; checked against where the tensors are."
     be = backend or combine_backend(getattr(input_ids, 'device', 'cpu'))
-    if be not in BACKENDS: raise ValueError(f'backend must be one of {BACKENDS}, got {be!r}')
+    check_choice('backend', be, BACKENDS)
     dev = getattr(input_ids, 'device', None)
     if be == 'interpreter' and dev is not None and dev.type != 'cpu': raise ValueError('backend "interpreter" needs CPU tensors')
     if be == 'triton' and dev is not None and dev.type != 'cuda': raise ValueError('backend "triton" needs CUDA tensors')

@@ -11,6 +11,7 @@ __all__ = ['INPUT_BATCH', 'VLLM_0_33_0_INPUT_BATCH_SHA256', 'KERNELS', 'WRAPPERS
 # %% ../../nbs/22_vllm_input_kernels.ipynb #ad101d3b
 import hashlib, importlib.util, os, re, sys, types, uuid
 from pathlib import Path
+from ..config import cdiv
 from .combine import triton, tl
 
 # %% ../../nbs/22_vllm_input_kernels.ipynb #63b85e55
@@ -50,7 +51,7 @@ def _standins()->dict:
         m = types.ModuleType(name); m.__dict__.update(attrs); return m
     return {'vllm': mod('vllm', __path__=[]), 'vllm.triton_utils': mod('vllm.triton_utils', triton=triton, tl=tl),
             'vllm.utils': mod('vllm.utils', __path__=[], random_uuid=lambda: uuid.uuid4().hex),
-            'vllm.utils.math_utils': mod('vllm.utils.math_utils', cdiv=lambda a, b: -(a // -b))}
+            'vllm.utils.math_utils': mod('vllm.utils.math_utils', cdiv=cdiv)}
 
 def load_vllm_input_kernels(path=None, # see `find_input_batch`
                             interpret:bool=False, # run the kernels in the Triton interpreter (CPU tensors)

@@ -14,6 +14,7 @@ import io, lzma, tarfile, torch
 from functools import lru_cache
 from pathlib import Path
 import vllm_pd_spec
+from ..config import check_choice
 
 # %% ../../nbs/10_corpus.ipynb #0c5f9c84
 DATA = Path(vllm_pd_spec.__file__).resolve().parent / 'data'
@@ -52,7 +53,7 @@ def _files()->tuple:
 def corpus_files(split:str='train' # 'train', 'heldout' or 'all'
                 )->list:
     "`(path, text)` of each file in `split`: in path order, every tenth file (index % 10 == 9) is held out."
-    if split not in ('train', 'heldout', 'all'): raise ValueError(f"split={split!r} is invalid: must be 'train', 'heldout' or 'all'")
+    check_choice('split', split, ('train', 'heldout', 'all'))
     fs = _files()
     return [f for i, f in enumerate(fs) if split == 'all' or (i % 10 == 9) == (split == 'heldout')]
 
@@ -81,9 +82,8 @@ TOKENIZERS = ('bpe1024', 'bytes') # the shipped BPE; plain bytes (id = byte + 2)
 
 def encode(text:str, tokenizer:str='bpe1024')->list:
     "Token ids of `text`."
-    if tokenizer == 'bytes': return [b + 2 for b in text.encode('utf-8')]
-    if tokenizer == 'bpe1024': return load_tokenizer().encode(text).ids
-    raise ValueError(f'tokenizer={tokenizer!r} is invalid: must be one of {TOKENIZERS}')
+    if check_choice('tokenizer', tokenizer, TOKENIZERS) == 'bytes': return [b + 2 for b in text.encode('utf-8')]
+    return load_tokenizer().encode(text).ids
 
 def decode(ids:list, tokenizer:str='bpe1024')->str:
     "Text of token ids (special tokens dropped)."

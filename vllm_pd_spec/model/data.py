@@ -11,6 +11,7 @@ __all__ = ['DIGITS', 'FILLER', 'BOS', 'SEP', 'MASK', 'VOCAB_SIZE', 'Example', 'e
 # %% ../../nbs/11_task.ipynb #37409fd3
 import random, torch
 from dataclasses import dataclass
+from ..config import check_int
 from .corpus import token_stream, heldout_prompts
 
 # %% ../../nbs/11_task.ipynb #5998509e
@@ -47,7 +48,7 @@ def heldout_examples(n:int, # requests
                      reserve:int=256, # as in `heldout_prompts`: the same prompts for the same arguments
                      tokenizer:str='bpe1024')->list:
     "`n` held-out prompts with their reference continuations, as `Example`s."
-    if not 0 < answer_len <= reserve: raise ValueError(f'answer_len={answer_len} is invalid: must be in 1..reserve ({reserve})')
+    check_int('answer_len', answer_len, 1, reserve)
     s = token_stream('heldout', tokenizer)
     step = (s.numel() - prompt_len - reserve) // n
     prompts = heldout_prompts(n, prompt_len, reserve, tokenizer)

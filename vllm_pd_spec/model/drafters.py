@@ -13,6 +13,7 @@ __all__ = ['DATA', 'WEIGHTS', 'MODELS', 'VARIANTS', 'DraftLayer', 'MTPDrafter', 
 import json, math, torch, torch.nn as nn, torch.nn.functional as F
 from pathlib import Path
 from dataclasses import dataclass, field, replace, asdict
+from ..config import cdiv, check, check_choice, check_int
 from .model import (ModelArgs, HybridLM, Block, RMSNorm, MLP, Attention, ModelCache, ForwardMeta,
                                        make_meta, rope, write_kv, paged_attention, _attend)
 
@@ -94,7 +95,7 @@ class ConvDraftLayer(nn.Module):
         super().__init__()
         d = args.d_model
         if args.n_heads * args.head_dim != d: raise ValueError(f'n_heads * head_dim = {args.n_heads * args.head_dim} must equal d_model = {d}: a convolution stream is stored as one KV entry per position')
-        if not 2 <= kernel <= 8: raise ValueError(f'kernel={kernel} is invalid: must be 2..8')
+        check_int('kernel', kernel, 2, 8)
         self.enorm, self.hnorm, self.norm, self.n1, self.n2 = (RMSNorm(d) for _ in range(5))
         self.eh_proj = nn.Linear(2 * d, d, bias=False)
         self.attn = Attention(args, name)
@@ -234,7 +235,7 @@ def load_model(name:str|torch.dtype='tiny-hybrid', # a name in `MODELS` (a dtype
     from safetensors import safe_open
     from safetensors.torch import load_file
     if isinstance(name, torch.dtype): name, dtype = 'tiny-hybrid', name
-    if name not in MODELS: raise ValueError(f'name={name!r} is invalid: must be one of {list(MODELS)}')
+    check_choice('name', name, list(MODELS))
     path = Path(path or DATA / f'{MODELS[name]}.safetensors')
     with safe_open(str(path), 'pt') as f: meta = f.metadata() or {}
     if 'base' in meta:  # a variant: the base model's target and other drafters, this file's MTP
@@ -253,8 +254,8 @@ from .corpus import heldout_prompts
 def model_tokenizer(name:str # a text model in `MODELS`
                    )->str:
     "The tokenizer `name` was trained with, from its card: 'bpe1024' or 'bytes'."
-    if name not in MODELS or not (DATA / f'{MODELS[name]}.json').exists():
-        raise ValueError(f'name={name!r} is invalid: must be a text model, one of {[m for m in MODELS if m.startswith("text-")]}')
+    check(name in MODELS and (DATA / f'{MODELS[name]}.json').exists(), 'name', name,
+          f'a text model, one of {", ".join(m for m in MODELS if m.startswith("text-"))}')
     return json.loads((DATA / f'{MODELS[name]}.json').read_text())['tokenizer']
 
 def model_prompts(name:str, # a text model in `MODELS`
@@ -336,7 +337,7 @@ def spec_decode(model:SpecModel, prompt:list, max_tokens:int, # the request
     "Greedy speculative decoding of one request with clean drafter KV: `(output tokens, SpecStats)`."
     dev = next(model.parameters()).device
     total = len(prompt) + max_tokens + k + 2
-    cache = model.make_cache(num_blocks=-(-total // block_size), block_size=block_size, max_reqs=1, num_spec=k if method else 0)
+    cache = model.make_cache(num_blocks=cdiv(total, block_size), block_size=block_size, max_reqs=1, num_spec=k if method else 0)
     T, stats = model.target, SpecStats(k)
     toks = list(prompt)                       # verified tokens (prompt + outputs)
     hid = [None] * total                      # target hidden state per verified position
@@ -366,6 +367,7 @@ def _propose(model, method, k, toks, hid, w0, V, cache, bs):
     dev = next(model.parameters()).device
     t = lambda x: torch.tensor(x, device=dev)
     T = model.target
+    check_choice('method', method, ('mtp', 'eagle', 'dflash'))
     if method == 'mtp':
         n = min(k, model.args.n_mtp); assert k <= model.args.n_mtp, f'k={k} > {model.args.n_mtp} MTP modules'
         lo = max(0, w0 - (n - 1))  # window: this step's verified positions plus N-1 before them (re-prefill)
@@ -389,4 +391,3 @@ def _propose(model, method, k, toks, hid, w0, V, cache, bs):
               t(pos), t(pos), cache, bs)
         h = _step(model, lambda *a: model.dflash(T, *a), t([toks[V]] + [model.args.mask_token_id] * k), t(range(V, V + k + 1)), cache, bs, causal=False)
         return T.compute_logits(h[1:]).argmax(-1).tolist()
-    raise ValueError(f'method={method!r} is invalid: must be mtp, eagle, dflash or None')

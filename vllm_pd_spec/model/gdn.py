@@ -11,6 +11,7 @@ __all__ = ['fla_chunk_gated_delta_rule', 'GDN_BACKENDS', 'GDN_TOL', 'gdn_recurre
 # %% ../../nbs/12_gated_delta_rule.ipynb #a76cffed
 import math, os, torch
 import torch.nn.functional as F
+from ..config import check_choice
 
 # %% ../../nbs/12_gated_delta_rule.ipynb #3be231e2
 def gdn_recurrent(q:torch.Tensor, # [B, T, H, K] queries
@@ -147,7 +148,7 @@ _GDN = {'backend': os.environ.get('VLLM_PD_SPEC_GDN_BACKEND', 'auto')}
 def set_gdn_backend(name:str # one of `GDN_BACKENDS`
                    )->str:
     "Force the GDN prefill/training path; returns the previous setting."
-    if name not in GDN_BACKENDS: raise ValueError(f'name={name!r} is invalid: must be one of {GDN_BACKENDS}')
+    check_choice('name', name, GDN_BACKENDS)
     old, _GDN['backend'] = _GDN['backend'], name
     return old
 
