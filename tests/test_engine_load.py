@@ -122,7 +122,7 @@ def test_per_request_state_freed_and_memory_flat():
 
 def test_toy_kv_runner_after_a_prefix_hit_equals_standalone():
     "The toy runner's state counts the tokens of a prefix-cache hit: prompts that share a prefix give their lone outputs."
-    from vllm_pd_spec.experiments.pd_process import build_toy_engine
+    from vllm_pd_spec.engine.nixl_pd import build_toy_engine
     base = list(range(3, 23))
     prompts = {f's{i}': base[:16] + [40 + i, 41, 42 + i] for i in range(4)}  # 16 shared tokens: four full blocks
     eng = build_toy_engine('standalone', None)

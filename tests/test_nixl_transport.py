@@ -6,7 +6,7 @@ import importlib.util, inspect, pickle, random
 import msgpack, pytest, torch
 from vllm_pd_spec.engine import nixl_transport
 from vllm_pd_spec.engine.nixl_transport import WireError, decode_metadata, decode_notice, decode_pub, encode_notice, encode_pub
-from vllm_pd_spec.experiments import pd_process
+from vllm_pd_spec.engine import nixl_pd
 
 INSTALLED = importlib.util.find_spec('nixl') is not None
 OK, WHY = nixl_transport.nixl_status()
@@ -22,7 +22,7 @@ rng = random.Random(1)
 PROMPTS = {f'q{i}': [rng.randrange(1, 50) for _ in range(rng.randrange(5, 26))] for i in range(4)}
 
 @pytest.fixture(scope='module')
-def ref(): return pd_process.run_standalone(PROMPTS)
+def ref(): return nixl_pd.run_standalone(PROMPTS)
 
 def _pair():
     caches = lambda v: {'attn.0': (torch.full((6, 4, 2), v), torch.full((6, 4, 2), v)), 'eagle.0': torch.full((6, 4, 2), v)}
@@ -65,7 +65,7 @@ def test_in_process_missing_publication_times_out():
     P.close(); D.close()
 
 def test_pd_pair_over_nixl_is_lossless_and_leak_free(ref):
-    res = pd_process.run_pd_nixl(PROMPTS)
+    res = nixl_pd.run_pd_nixl(PROMPTS)
     assert res['outputs'] == ref and res['exitcodes'] == (0, 0)
     for r in res['reports'].values():
         assert r['free_blocks'] == r['num_blocks'] - 1 and not any(r['in_use'].values())
@@ -74,31 +74,31 @@ def test_pd_pair_over_nixl_is_lossless_and_leak_free(ref):
 
 @pytest.mark.parametrize('fault,seen', [('fail', 'transfer_error'), ('timeout', 'timeout'), ('corrupt', 'checksum'), ('exit', None)])
 def test_fault_is_survived_counted_and_leak_free(ref, fault, seen):
-    r = pd_process.fault_run(fault, PROMPTS, 'q2', ref)
+    r = nixl_pd.fault_run(fault, PROMPTS, 'q2', ref)
     assert r['lossless'] and r['d_leaks'] == 0 and r['recomputed'] >= 1
     if fault == 'exit': assert r['p_exit'] == 17 and r['p_leaks'] == 'exited' and sum(r['faults_seen'].values()) >= 1
     else: assert r['faults_seen'] == {seen: 1} and r['recomputed'] == 1 and r['p_leaks'] == 0
 
 def test_bench_reports_positive_rates():
-    rows = pd_process.bench_nixl((1, 2), reps=1)
+    rows = nixl_pd.bench_nixl((1, 2), reps=1)
     assert [r['mib'] for r in rows] == [1, 2]
     assert all(r[k] > 0 for r in rows for k in ('nixl_gbs', 'peer_copy_gbs', 'local_copy_gbs', 'nixl_over_peer'))
     for r in rows: assert abs(r['nixl_over_peer'] - r['peer_copy_gbs'] / r['nixl_gbs']) <= 0.02 * r['nixl_over_peer'] + 0.01
-    assert len(pd_process.bench_table(rows).splitlines()) == 3
+    assert len(nixl_pd.bench_table(rows).splitlines()) == 3
 
 def test_real_model_pd_over_nixl_is_lossless_with_parity_and_survives_corruption():
     from vllm_pd_spec.model.data import make_prompts
     task = {f'req-{i}': e.prompt for i, e in enumerate(make_prompts(4, seed=7))}
     fixture = dict(method='mtp', model='tiny-hybrid')  # the Fibonacci fixture: its drafters are always right, so parity holds
-    ref_out, ref_spec = pd_process.llm_standalone(task, max_tokens=6, **fixture)
-    pd = pd_process.run_pd_nixl(task, max_tokens=6, build=pd_process.build_llm_engine, build_kw=fixture,
+    ref_out, ref_spec = nixl_pd.llm_standalone(task, max_tokens=6, **fixture)
+    pd = nixl_pd.run_pd_nixl(task, max_tokens=6, build=nixl_pd.build_llm_engine, build_kw=fixture,
                         p_kw=dict(faults={'req-1': 'corrupt'}), d_kw=dict(timeout_s=120.0), deadline_s=240)  # no timeout on a busy machine
     rd = pd['reports']['decode']
     assert pd['outputs'] == ref_out  # lossless, float64, with one load recomputed
     assert rd['failures'] == [('req-1', 'checksum')] and rd['recomputed'] == 1 and rd['stats']['transfers'] == len(task) - 1
     assert pd['reports']['prefill']['stats']['p_crpt'] == 1  # P heard of it, and dropped the block from its prefix cache
     for r in pd['reports'].values(): assert r['free_blocks'] == r['num_blocks'] - 1 and not any(r['in_use'].values())
-    pd2 = pd_process.run_pd_nixl(task, max_tokens=6, build=pd_process.build_llm_engine, build_kw=fixture, deadline_s=240)
+    pd2 = nixl_pd.run_pd_nixl(task, max_tokens=6, build=nixl_pd.build_llm_engine, build_kw=fixture, deadline_s=240)
     assert pd2['outputs'] == ref_out  # lossless
     spec = pd2['reports']['decode']['spec']  # parity: the same accepted drafts per position (vLLM's count adds D's padded steps, none accepted)
     assert spec['num_accepted_tokens_per_pos'] == ref_spec['num_accepted_tokens_per_pos'] and spec['num_drafts'] >= ref_spec['num_drafts']

@@ -13,7 +13,7 @@ the exit code says whether every invariant held.
 import argparse, json, platform, random, sys, time, traceback
 from pathlib import Path
 import torch
-from vllm_pd_spec.experiments import pd_process as pp
+from vllm_pd_spec.engine import nixl_pd as pp
 from vllm_pd_spec.engine.nixl_transport import FAULTS, nixl_status
 from vllm_pd_spec.model.data import make_prompts
 

@@ -6,17 +6,16 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.htm
 
 # %% auto #0
 __all__ = ['LEGACY_0271', 'FIXES_0290', 'ARMS', 'ARM_0290', 'TOL', 'MODELS', 'KS', 'NUM_SEEDS', 'PROMPT_LEN', 'MAX_TOKENS',
-           'TEMPERATURE', 'DEFAULT', 'QUICK', 'VARIANTS', 'FULL', 'SWEEP_RUN', 'SEED_FIGURE', 'NOTES', 'StepLog',
-           'Continuation', 'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census', 'predicted', 'num_matched',
-           'serve_arm', 'taint', 'acceptance', 'prompt_set', 'run_setting', 'sweep_config', 'sweep_setup', 'run',
-           'arms_table', 'plot_heat', 'plot_acceptance', 't975', 'mean_ci', 'paired', 'summarize', 'setting',
-           'plot_sweep', 'plot_by_step', 'sweep_table']
+           'TEMPERATURE', 'DEFAULT', 'QUICK', 'VARIANTS', 'FULL', 'SWEEP_RUN', 'SEED_FIGURE', 'NOTES', 'Continuation',
+           'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census', 'predicted', 'num_matched', 'serve_arm',
+           'taint', 'acceptance', 'prompt_set', 'run_setting', 'sweep_config', 'sweep_setup', 'run', 'arms_table',
+           'plot_heat', 'plot_acceptance', 'summarize', 'setting', 'plot_sweep', 'plot_by_step', 'sweep_table']
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #9f5d71ce
 # Over 400 lines: the arms, the census and the sweep of one experiment; each function is short.
-import math, time, torch
+import time, torch
 from dataclasses import replace
-from statistics import mean, stdev
+from statistics import mean
 from ..config import Fixes
 import vllm_pd_spec.contracts.backoff
 from .. import contracts
@@ -25,7 +24,7 @@ from ..engine.runner import SamplingParams
 from ..model.drafters import SpecModel, load_model, model_prompts
 from . import common
 from .common import (ExperimentResult, Arm, arms, serve, kv_slots, reader_table, save_run, load_run,
-                                             torch_threads, check_device, check_transport)
+                                             torch_threads, check_device, check_transport, mean_ci, paired, StepLog)
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #3aef547d
 LEGACY_0271 = Fixes().off('lookahead_contract', 'prefill_backoff', 'truncation_ordering', 'gdn_decode_detection')
@@ -49,39 +48,6 @@ ARM_0290 = Arm('0.29.0', FIXES_0290, 'legacy', label='0.29.0',
                what="vLLM 0.29.0: fix 1's numbers and fix 3's ordering already there, the Mamba-only backoff (no #55055), the 0.27.1 row rule")
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #eab3d237
-class StepLog(StepObserver):
-    "Per request: one `(spec tokens, real drafts, accepted, tokens)` tuple per step in which it was scheduled."
-    def __init__(self): super().__init__(); self.steps = {}
-
-    def on_output(self, scheduler_output, model_runner_output, outputs):
-        "Log this step's spec tokens (placeholders included), real drafts, accepted drafts and new tokens of every scheduled request."
-        num_new = {o.request_id: len(o.new_token_ids) for o in outputs}
-        for req_id in scheduler_output.num_scheduled_tokens:
-            spec = scheduler_output.scheduled_spec_decode_tokens.get(req_id, [])
-            req_index = model_runner_output.req_id_to_index.get(req_id)
-            sampled = model_runner_output.sampled_token_ids[req_index] if req_index is not None else []
-            num_accepted = max(0, len(sampled) - 1) if spec else 0
-            # vLLM's count (`Scheduler.update_from_output`): a step with spec tokens that generated tokens
-            self.steps.setdefault(req_id, []).append((len(spec) if sampled else 0, sum(t >= 0 for t in spec), num_accepted,
-                                                      num_new.get(req_id, 0)))
-
-    def counted(self, req_id:str)->list:
-        "The request's steps vLLM counts (spec tokens scheduled, tokens generated): accepted drafts at each."
-        return [x[2] for x in self.steps.get(req_id, []) if x[0] > 0]
-
-    def first_rejected(self, req_id:str)->int:
-        "Drafts rejected in the request's first step with real drafts (0 when it had none)."
-        return next((x[1] - x[2] for x in self.steps.get(req_id, []) if x[1] > 0), 0)
-
-    def by_step(self, steps:int=16)->list:
-        "Mean acceptance length at each request's i-th counted decode step, i = 1 .. `steps` (None where no request got that far)."
-        cols = [[a[i] for a in map(self.counted, self.steps) if len(a) > i] for i in range(steps)]
-        return [1 + sum(c) / len(c) if c else None for c in cols]
-
-    def per_request(self, req_ids:list)->list:
-        "Each request's own mean acceptance length, vLLM's count (`1 + accepted / counted steps`)."
-        return [1 + sum(a) / len(a) if a else None for a in map(self.counted, req_ids)]
-
 class Continuation(StepObserver):
     "P's continuation of each prompt: the token it sampled at the end of its prompt, then its drafts."
     def __init__(self): super().__init__(); self.tokens = {}
@@ -453,28 +419,6 @@ def plot_acceptance(rows:dict, # {arm: row} of one setting
                   f'and mean acceptance length at each request\'s i-th decode step per arm (lines).')
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #66017a65
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201,
-         12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074,
-         23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}
-
-def t975(df:int)->float:
-    "Student's t 97.5% quantile: the table to 30 degrees of freedom, then the Cornish-Fisher expansion (error < 0.001)."
-    if df < 1: raise ValueError(f'df={df!r}: must be >= 1')
-    if df in _T975: return _T975[df]
-    z = 1.959963984540054
-    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
-
-def mean_ci(xs:list)->tuple:
-    "`(mean, half-width of the 95% interval)` over `xs` (Student's t; 0 for one value)."
-    if not xs: raise ValueError('xs: no values')
-    m = mean(xs)
-    return m, (t975(len(xs) - 1) * stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0)
-
-def paired(xs:list, ys:list)->tuple:
-    "`(mean of x - y, 95% half-width, pairs)` over requests present in both (None: a request with no counted step)."
-    d = [x - y for x, y in zip(xs, ys, strict=True) if x is not None and y is not None]
-    return (*mean_ci(d), len(d)) if d else (0.0, 0.0, 0)
-
 def summarize(rows:list, # the sweep's rows (`run(full=True).rows`)
              )->list:
     "One dict per (model, k, temperature, arm): acceptance and its interval, the paired difference from standalone, taint."

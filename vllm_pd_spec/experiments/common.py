@@ -6,13 +6,15 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/experiments_common.html.md"""
 
 # %% auto #0
 __all__ = ['ROLES', 'RUNS', 'SILENT', 'ExperimentResult', 'torch_threads', 'check_device', 'check_transport', 'make_transport',
-           'Arm', 'arms', 'pool_blocks', 'Served', 'serve', 'kv_slots', 'acceptance', 'engine_with', 'pd_generate',
-           'runs_dir', 'save_run', 'load_run', 'first_divergence', 'differing', 'match_summary', 'reader_table',
-           'setup_text', 'measured_line', 'in_short', 'bars', 'conversations', 'second_turn', 'serve_turns',
-           'longest_turn', 'engine_configs', 'reference', 'lossless', 'sweep', 'experiment_main']
+           'Arm', 'arms', 'pool_blocks', 'Served', 'serve', 'kv_slots', 'acceptance', 'StepLog', 'engine_with',
+           'pd_generate', 'runs_dir', 'save_run', 'load_run', 'first_divergence', 'differing', 'match_summary', 't975',
+           'mean_ci', 'paired', 'reader_table', 'setup_text', 'measured_line', 'in_short', 'bars', 'conversations',
+           'second_turn', 'serve_turns', 'longest_turn', 'engine_configs', 'reference', 'lossless', 'sweep',
+           'experiment_main']
 
 # %% ../../nbs/40_experiments_common.ipynb #82394b71
-import contextlib, json, time, torch
+import contextlib, json, math, time, torch
+from statistics import mean, stdev
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from ..config import Fixes, SchedulerConfig, CacheConfig, cdiv, make_kv_transfer_params
@@ -240,6 +242,51 @@ def acceptance(stats, # a `SpecDecodingStats`
     return dict(mean_acceptance_length=r(stats.mean_acceptance_length),
                 per_position=[r(a / max(stats.num_drafts, 1)) for a in pos], num_drafts=stats.num_drafts)
 
+# %% ../../nbs/40_experiments_common.ipynb #e6f2c8d9
+class StepLog(StepObserver):
+    "Per request: one `(spec tokens, real drafts, accepted, tokens)` tuple per step in which it was scheduled."
+    def __init__(self): super().__init__(); self.steps = {}
+
+    def on_output(self, scheduler_output, model_runner_output, outputs):
+        "Log this step's spec tokens (placeholders included), real drafts, accepted drafts and new tokens of every scheduled request."
+        num_new = {o.request_id: len(o.new_token_ids) for o in outputs}
+        for req_id in scheduler_output.num_scheduled_tokens:
+            spec = scheduler_output.scheduled_spec_decode_tokens.get(req_id, [])
+            req_index = model_runner_output.req_id_to_index.get(req_id)
+            sampled = model_runner_output.sampled_token_ids[req_index] if req_index is not None else []
+            num_accepted = max(0, len(sampled) - 1) if spec else 0
+            # vLLM's count (`Scheduler.update_from_output`): a step with spec tokens that generated tokens
+            self.steps.setdefault(req_id, []).append((len(spec) if sampled else 0, sum(t >= 0 for t in spec), num_accepted,
+                                                      num_new.get(req_id, 0)))
+
+    def counted(self, req_id:str)->list:
+        "The request's steps vLLM counts (spec tokens scheduled, tokens generated): accepted drafts at each."
+        return [x[2] for x in self.steps.get(req_id, []) if x[0] > 0]
+
+    def drafted(self, req_id:str)->list:
+        "The request's counted steps with at least one real draft (the drafted-steps-only count): accepted drafts at each."
+        return [x[2] for x in self.steps.get(req_id, []) if x[0] > 0 and x[1] > 0]
+
+    def pooled(self, req_ids, # the requests to pool
+               drafted:bool=True, # drafted steps only (else vLLM's count, padded steps included)
+              )->float:
+        "Mean acceptance length over `req_ids`, pooled as the scheduler pools it: `1 + accepted / steps`."
+        a = [x for r in req_ids for x in (self.drafted(r) if drafted else self.counted(r))]
+        return 1 + sum(a) / max(1, len(a))
+
+    def first_rejected(self, req_id:str)->int:
+        "Drafts rejected in the request's first step with real drafts (0 when it had none)."
+        return next((x[1] - x[2] for x in self.steps.get(req_id, []) if x[1] > 0), 0)
+
+    def by_step(self, steps:int=16)->list:
+        "Mean acceptance length at each request's i-th counted decode step, i = 1 .. `steps` (None where no request got that far)."
+        cols = [[a[i] for a in map(self.counted, self.steps) if len(a) > i] for i in range(steps)]
+        return [1 + sum(c) / len(c) if c else None for c in cols]
+
+    def per_request(self, req_ids:list)->list:
+        "Each request's own mean acceptance length, vLLM's count (`1 + accepted / counted steps`)."
+        return [1 + sum(a) / len(a) if a else None for a in map(self.counted, req_ids)]
+
 # %% ../../nbs/40_experiments_common.ipynb #21357e37
 def engine_with(vllm_config, # the engine's config
                 model, # the weights
@@ -321,6 +368,29 @@ def match_summary(outputs:list, # each request's tokens
     bad = [d for d in div if d is not None]
     return dict(exact_match_rate=round(1 - len(bad) / len(div), 4), differing=len(bad),
                 mean_first_divergence=round(sum(bad) / len(bad), 1) if bad else None, first_divergences=div)
+
+# %% ../../nbs/40_experiments_common.ipynb #b3d9f4a1
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201,
+         12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074,
+         23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}
+
+def t975(df:int)->float:
+    "Student's t 97.5% quantile: the table to 30 degrees of freedom, then the Cornish-Fisher expansion (error < 0.001)."
+    if df < 1: raise ValueError(f'df={df!r}: must be >= 1')
+    if df in _T975: return _T975[df]
+    z = 1.959963984540054
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+def mean_ci(xs:list)->tuple:
+    "`(mean, half-width of the 95% interval)` over `xs` (Student's t; 0 for one value)."
+    if not xs: raise ValueError('xs: no values')
+    m = mean(xs)
+    return m, (t975(len(xs) - 1) * stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0)
+
+def paired(xs:list, ys:list)->tuple:
+    "`(mean of x - y, 95% half-width, pairs)` over requests present in both (None: a request with no counted step)."
+    d = [x - y for x, y in zip(xs, ys, strict=True) if x is not None and y is not None]
+    return (*mean_ci(d), len(d)) if d else (0.0, 0.0, 0)
 
 # %% ../../nbs/40_experiments_common.ipynb #54893bd2
 def _words(name)->str:

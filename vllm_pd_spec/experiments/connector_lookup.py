@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/connector_lookup_experiment.ht
 
 # %% auto #0
 __all__ = ['K', 'MODEL', 'RULES', 'EVICTIONS', 'SETTINGS', 'DROP_RULES', 'QUICK', 'FULL', 'evict_lru', 'drop_gdn_states',
-           'diverged', 'zero_external_rows', 'drop_rows', 'run', 'main']
+           'diverged', 'zero_external_rows', 'drop_rows', 'run']
 
 # %% ../../nbs/59d_connector_lookup_experiment.ipynb #da4ae660
 import itertools, torch
@@ -111,9 +111,5 @@ def run(full:bool=False, # the full sizes (`FULL`) instead of the default ones (
     return out | dict(setup=dict(full=full, model=MODEL, k=K, block_size=16, dtype='float64', greedy=True, sizes=sizes,
                                  evicted_fraction=0.5, torch_threads=1))
 
-def main(argv=None):
-    "Run the experiment from the command line; `--full` saves `nbs/runs/connector_lookup_full.json`."
-    return experiment_main(run, 'connector_lookup_full', argv)
-
 # %% ../../nbs/59d_connector_lookup_experiment.ipynb #325c193e
-if __name__ == '__main__': main()
+if __name__ == '__main__': experiment_main(run, 'connector_lookup_full')

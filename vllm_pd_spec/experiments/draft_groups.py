@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/draft_groups_experiment.html.m
 
 # %% auto #0
 __all__ = ['K', 'METHODS', 'TRANSFER_ARMS', 'PREFIX_FORMS', 'CONSUMER_PHASES', 'QUICK', 'FULL', 'transfer_rows', 'prefix_rows',
-           'run', 'main']
+           'run']
 
 # %% ../../nbs/59a_draft_groups_experiment.ipynb #3cfc32ef
 import itertools, torch
@@ -99,9 +99,5 @@ def run(full:bool=False, # the full sizes (`FULL`) instead of the default ones (
     return out | dict(setup=dict(full=full, k=K, dtype='float64', greedy=True, sizes=sizes, layout='drafter layers in a KV group of their own',
                                  prefill_chunk=64, block_size=16, torch_threads=1))
 
-def main(argv=None):
-    "Run the experiment from the command line; `--full` saves `nbs/runs/draft_groups_full.json`."
-    return experiment_main(run, 'draft_groups_full', argv)
-
 # %% ../../nbs/59a_draft_groups_experiment.ipynb #c0ae3538
-if __name__ == '__main__': main()
+if __name__ == '__main__': experiment_main(run, 'draft_groups_full')

@@ -6,9 +6,9 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/lookahead_experiment.html.md""
 
 # %% auto #0
 __all__ = ['MODEL', 'DEFAULT', 'FULL', 'BUDGET', 'MAX_TOKENS', 'NOTES', 'LEGACY_LABEL', 'FIXED_LABEL', 'DEVICES', 'DEVICES_WHY',
-           'AcceptanceByRequest', 'text_model', 'mtp_engine', 'paired', 'chunked_prompts', 'chunked_prefill_run',
-           'reserve_rows', 'pair_prompts', 'prefix_pair_run', 'publication_rows', 'window_case', 'window_rows',
-           'runner_row', 'v0290_figure', 'run', 'plot']
+           'text_model', 'mtp_engine', 'paired', 'chunked_prompts', 'chunked_prefill_run', 'reserve_rows',
+           'pair_prompts', 'prefix_pair_run', 'publication_rows', 'window_case', 'window_rows', 'runner_row',
+           'v0290_figure', 'run', 'plot']
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #c6b98674
 import torch
@@ -19,27 +19,7 @@ from ..engine.kv_cache_manager import SlotChecker, get_kv_cache_config
 from ..engine.toy_runner import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, bars, setup_text, reader_table, torch_threads
-
-# %% ../../nbs/51_lookahead_experiment.ipynb #e9fd2828
-class AcceptanceByRequest(StepObserver):
-    "Draft steps and accepted drafts per request, counted as `SpecDecodingStats` counts them."
-    def __init__(self): self.draft_steps, self.accepted = {}, {}
-
-    def on_output(self, scheduler_output, model_runner_output, outputs):
-        for req_id, spec in scheduler_output.scheduled_spec_decode_tokens.items():
-            i = model_runner_output.req_id_to_index.get(req_id)
-            if i is None or not any(t >= 0 for t in spec): continue  # placeholders alone are no drafts
-            self.draft_steps[req_id] = self.draft_steps.get(req_id, 0) + 1
-            self.accepted[req_id] = self.accepted.get(req_id, 0) + max(0, len(model_runner_output.sampled_token_ids[i]) - 1)
-
-    def length(self, req_id:str)->float:
-        "Mean acceptance length of one request: 1 + accepted drafts per draft step."
-        return 1 + self.accepted.get(req_id, 0) / max(1, self.draft_steps.get(req_id, 0))
-
-    def pooled(self, req_ids)->float:
-        "Mean acceptance length over `req_ids`, pooled as the scheduler pools it."
-        return 1 + sum(self.accepted.get(r, 0) for r in req_ids) / max(1, sum(self.draft_steps.get(r, 0) for r in req_ids))
+from .common import ExperimentResult, bars, setup_text, reader_table, torch_threads, StepLog
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #8596b94d
 MODEL = 'text-attn'
@@ -87,7 +67,7 @@ def chunked_prefill_run(k:int, # drafts per step
                        )->dict:
     "Requests one at a time under a `budget`-token step: outputs, acceptance per request, chunks ending in the drafter's reach."
     eng = mtp_engine(k, fixes, budget, max_num_seqs=1, num_blocks=64)
-    acc, L = eng.add_observer(AcceptanceByRequest()), lookahead.num_prefill_lookahead_tokens(eng.scheduler.vllm_config.speculative_config)
+    acc, L = eng.add_observer(StepLog()), lookahead.num_prefill_lookahead_tokens(eng.scheduler.vllm_config.speculative_config)
     short = []
     def watch(scheduler_output):
         "Chunks that stop with 0 < remaining < L prompt tokens."
@@ -98,7 +78,7 @@ def chunked_prefill_run(k:int, # drafts per step
     ids = [f'r{i}' for i in range(len(prompts))]
     for rid, p in zip(ids, prompts): eng.add_request(Request(rid, p, max_tokens=max_tokens))
     eng.run()
-    return dict(outputs=[eng.outputs[r] for r in ids], lengths=[acc.length(r) for r in ids], pooled=acc.pooled(ids),
+    return dict(outputs=[eng.outputs[r] for r in ids], lengths=[acc.pooled([r]) for r in ids], pooled=acc.pooled(ids),
                 short_chunks=len(short))
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #d9876d99
@@ -139,7 +119,7 @@ def prefix_pair_run(k:int, # drafts per step
     "A, then B = A's tokens so far + `turn` once 0.27.1 would have published A's re-prefillable tail: B's hit and acceptance."
     eng = mtp_engine(k, fixes, budget=1024, max_num_seqs=2, num_blocks=128)
     eng.scheduler.kv_cache_manager.use_eagle = drop
-    acc, bs, L = eng.add_observer(AcceptanceByRequest()), eng.scheduler.block_size, k
+    acc, bs, L = eng.add_observer(StepLog()), eng.scheduler.block_size, k
     a = Request('a', prompt, max_tokens=max_tokens)
     eng.add_request(a)
     legacy_published = [0]
@@ -153,8 +133,8 @@ def prefix_pair_run(k:int, # drafts per step
         if b is None and (a.is_finished() or legacy_published[0] > a.num_computed_tokens - (L - 1)):
             b = Request('b', list(a.all_token_ids) + list(turn), max_tokens=max_tokens)
             eng.add_request(b)
-    return dict(b_hit=eng.finished['b'].num_cached_tokens, b_length=acc.length('b'), a_length=acc.length('a'),
-                b_draft_steps=acc.draft_steps.get('b', 0), b_accepted=acc.accepted.get('b', 0), outputs=eng.outputs['b'],
+    return dict(b_hit=eng.finished['b'].num_cached_tokens, b_length=acc.pooled(['b']), a_length=acc.pooled(['a']),
+                b_draft_steps=len(acc.drafted('b')), b_accepted=sum(acc.drafted('b')), outputs=eng.outputs['b'],
                 b_at=len(b.prompt_token_ids) - len(turn))
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #15aff5d0

@@ -16,8 +16,7 @@ from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, Arm, serve, kv_slots, bars, setup_text, reader_table, torch_threads, check_device
-from .backoff import mean_ci
+from .common import ExperimentResult, Arm, serve, kv_slots, bars, setup_text, reader_table, torch_threads, check_device, mean_ci
 
 # %% ../../nbs/54_dflash_slots_experiment.ipynb #4a7fec78
 def shared_prefix_prompts(n:int, # prompts
@@ -62,11 +61,11 @@ class StrayWrites(SlotChecker):
 
 # %% ../../nbs/54_dflash_slots_experiment.ipynb #5f06cf87
 class StreamLog(StepObserver):
-    "Per request: drafts proposed each step, (scheduled, accepted) drafts per step, and corrupted cached blocks it reused."
+    "Per request: drafts proposed each step and corrupted cached blocks it reused."
     def __init__(self, stray:StrayWrites, block_size:int):
         super().__init__()
         self.stray, self.block_size = stray, block_size
-        self.drafts, self.steps, self.reused_corrupted = {}, {}, {}
+        self.drafts, self.reused_corrupted = {}, {}
 
     def on_schedule(self, scheduler_output):
         for d in scheduler_output.scheduled_new_reqs:
@@ -78,8 +77,6 @@ class StreamLog(StepObserver):
         for i, rid in enumerate(model_runner_output.req_ids):
             spec = model_runner_output.spec_token_ids
             self.drafts.setdefault(rid, []).append(tuple(spec[i]) if spec else ())
-            d = [t for t in scheduler_output.scheduled_spec_decode_tokens.get(rid, []) if t >= 0]
-            self.steps.setdefault(rid, []).append((len(d), max(0, len(model_runner_output.sampled_token_ids[i]) - 1) if d else 0))
 
 # %% ../../nbs/54_dflash_slots_experiment.ipynb #9125de4a
 def stream_case(k:int, # DFlash drafts per step
@@ -104,18 +101,14 @@ def stream_case(k:int, # DFlash drafts per step
     eng.run()
     live = {o for _, _, _, kind, o in stray.landed if kind == 'other_request'}
     victims = sorted(live | set(log.reused_corrupted), key=ids.index)
-    return dict(ids=ids, outputs=[eng.outputs[r] for r in ids], drafts=log.drafts, steps=log.steps,
+    return dict(ids=ids, outputs=[eng.outputs[r] for r in ids], drafts=log.drafts,
+                acceptance_length=round(eng.scheduler.spec_decoding_stats_drafted.mean_acceptance_length, 4),
                 writes_outside=sum(1 for v in stray.violations if v.kind == 'out_of_allocation'),
                 writers=sorted({w for w, *_ in stray.landed}, key=ids.index),
                 landed={kind: sum(1 for x in stray.landed if x[3] == kind) for kind in ('own', 'other_request', 'cached', 'free', 'null')},
                 victims=victims, victims_live=sorted(live, key=ids.index), victims_reused=sorted(log.reused_corrupted, key=ids.index))
 
 # %% ../../nbs/54_dflash_slots_experiment.ipynb #ee8dcd06
-def _acceptance_length(case:dict)->float:
-    "Mean acceptance length over the drafting steps of every request: 1 + accepted drafts per drafting step."
-    steps = [s for r in case['ids'] for s in case['steps'][r] if s[0] > 0]
-    return round(1 + sum(a for _, a in steps) / max(1, len(steps)), 4)
-
 def compare(k:int, # DFlash drafts per step
             prompts:list, # the stream
             model, # the `text-attn` weights
@@ -134,7 +127,7 @@ def compare(k:int, # DFlash drafts per step
                 victims_live=len(legacy['victims_live']), victims_via_prefix_cache=len(legacy['victims_reused']),
                 drafts_changed=len(changed), drafts_changed_victims=len(set(changed) & set(legacy['victims'])),
                 drafts_changed_not_victims=sorted(set(changed) - set(legacy['victims']) - set(legacy['writers'])),
-                legacy_acceptance_length=_acceptance_length(legacy), fixed_acceptance_length=_acceptance_length(fixed),
+                legacy_acceptance_length=legacy['acceptance_length'], fixed_acceptance_length=fixed['acceptance_length'],
                 legacy_outputs_lossless=legacy['outputs'] == reference, fixed_outputs_lossless=fixed['outputs'] == reference,
                 victim_ids=legacy['victims'], drafts_changed_ids=changed)
 

@@ -15,7 +15,7 @@ from ..config import make_kv_transfer_params
 from ..engine.llm_engine import EngineDeadError
 from ..engine.request import Request
 from ..engine.transport import LocalTransport, digest
-from .pd_process import build_toy_engine, run_standalone
+from ..engine.nixl_pd import build_toy_engine, run_standalone
 from .common import save_run, load_run, runs_dir
 
 # %% ../../nbs/61_soak.ipynb #7aafc9c0

@@ -12,14 +12,14 @@ __all__ = ['TOY_MODEL', 'TOY_DRAFTER', 'ToyKVRunner', 'build_toy_engine', 'run_s
 import os, time
 import torch
 from functools import partial
-from ..engine.nixl_transport import NixlTransport, block_descs, mem_type
-from ..engine.transport import KVTransport, PDConnectorWorker
-from ..engine.outputs import ModelRunnerOutput, SchedulerOutput
+from .nixl_transport import NixlTransport, block_descs, mem_type
+from .transport import KVTransport, PDConnectorWorker
+from .outputs import ModelRunnerOutput, SchedulerOutput
 from ..config import LayerSpec, ModelConfig, VllmConfig, CacheConfig, SchedulerConfig, cdiv, make_kv_transfer_params
-from ..engine.request import Request
-from ..engine.kv_cache_manager import get_kv_cache_config
-from ..engine.scheduler import Scheduler
-from ..engine.llm_engine import LLMEngine
+from .request import Request
+from .kv_cache_manager import get_kv_cache_config
+from .scheduler import Scheduler
+from .llm_engine import LLMEngine
 
 TOY_MODEL = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=4)
 TOY_DRAFTER = ('eagle.0',)
