@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/runner.html.md"""
 
 # %% auto #0
 __all__ = ['REPREFILL_STATES', 'model_config', 'drafter_layer_names', 'CachedRequestState', 'SamplingParams', 'ModelRunner',
-           'StepInputs', 'DraftRow', 'capture_sizes', 'DecodeGraph']
+           'capture_sizes', 'StepInputs', 'DraftRow', 'DecodeGraph']
 
 # %% ../../nbs/36_runner.ipynb #d33420ec
 # Over 400 lines: the model runner keeps upstream's step order (state, inputs, forward, verify, post-update, draft) in one module, as `vllm/v1/worker/gpu/model_runner.py` does.
@@ -146,6 +146,24 @@ class ModelRunner:
         return out
 
 # %% ../../nbs/36_runner.ipynb #13514122
+ModelRunner.enforce_eager = False  # True: every step eager (vLLM's `ModelConfig.enforce_eager`); graphs only ever run on CUDA
+ModelRunner.cudagraph_capture_sizes = None  # step sizes in tokens to capture; None: vLLM's default list (`VllmConfig._set_cudagraph_sizes`)
+
+def capture_sizes(max_num_seqs:int, # the scheduler's running requests at most
+                  uniform_decode_query_len:int, # 1 + k: the tokens of a decode row
+                  sizes:list|None=None, # explicit sizes in tokens (`cudagraph_capture_sizes`); None: vLLM's default list
+                 )->list:
+    "Token counts of the decode batches captured: vLLM's list, each rounded up to a multiple of `1 + k`, at most `max_num_seqs` rows."
+    q = uniform_decode_query_len
+    if sizes is None:
+        top = min(max_num_seqs * q * 2, 512)
+        sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
+    if any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in sizes): raise ValueError(f'cudagraph_capture_sizes={sizes!r} must be positive ints')
+    return sorted({cdiv(s, q) * q for s in sizes if cdiv(s, q) <= max_num_seqs})
+
+assert capture_sizes(16, 4)[:4] == [4, 8, 16, 24] and capture_sizes(16, 4)[-1] == 64
+assert capture_sizes(4, 4, [1, 10]) == [4, 12]
+
 @patch
 def _graph_steps(self:ModelRunner)->bool:
     "Uniform decode steps go through the captured path: on CUDA with `enforce_eager` off, or (`_graph_eager_test`) the same functions run uncaptured."
@@ -676,24 +694,6 @@ def _propose_dflash_batch(self:ModelRunner, rows:list):
     for r, d in zip(rows, target.compute_logits(hidden).argmax(-1).tolist()): r.req.drafts = d
 
 # %% ../../nbs/36_runner.ipynb #c0da0a02
-ModelRunner.enforce_eager = False  # True: every step eager (vLLM's `ModelConfig.enforce_eager`); graphs only ever run on CUDA
-ModelRunner.cudagraph_capture_sizes = None  # step sizes in tokens to capture; None: vLLM's default list (`VllmConfig._set_cudagraph_sizes`)
-
-def capture_sizes(max_num_seqs:int, # the scheduler's running requests at most
-                  uniform_decode_query_len:int, # 1 + k: the tokens of a decode row
-                  sizes:list|None=None, # explicit sizes in tokens (`cudagraph_capture_sizes`); None: vLLM's default list
-                 )->list:
-    "Token counts of the decode batches captured: vLLM's list, each rounded up to a multiple of `1 + k`, at most `max_num_seqs` rows."
-    q = uniform_decode_query_len
-    if sizes is None:
-        top = min(max_num_seqs * q * 2, 512)
-        sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
-    if any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in sizes): raise ValueError(f'cudagraph_capture_sizes={sizes!r} must be positive ints')
-    return sorted({cdiv(s, q) * q for s in sizes if cdiv(s, q) <= max_num_seqs})
-
-assert capture_sizes(16, 4)[:4] == [4, 8, 16, 24] and capture_sizes(16, 4)[-1] == 64
-assert capture_sizes(4, 4, [1, 10]) == [4, 12]
-
 @patch
 def _graphs_possible(self:ModelRunner)->bool:
     "Decode steps may replay CUDA graphs: a CUDA device and `enforce_eager` off."
