@@ -9,8 +9,8 @@ __all__ = ['ROLES', 'RUNS', 'SILENT', 'ExperimentResult', 'torch_threads', 'chec
            'Arm', 'arms', 'pool_blocks', 'Served', 'serve', 'kv_slots', 'acceptance', 'StepLog', 'engine_with',
            'pd_generate', 'runs_dir', 'save_run', 'load_run', 'first_divergence', 'differing', 'match_summary', 't975',
            'mean_ci', 'paired', 'reader_table', 'setup_text', 'measured_line', 'in_short', 'bars', 'conversations',
-           'second_turn', 'serve_turns', 'longest_turn', 'engine_configs', 'reference', 'lossless', 'sweep',
-           'experiment_main']
+           'second_turn', 'serve_turns', 'longest_turn', 'engine_configs', 'serve_sizes', 'reference', 'lossless',
+           'sweep', 'experiment_main']
 
 # %% ../../nbs/40_experiments_common.ipynb #82394b71
 import contextlib, json, math, time, torch
@@ -189,7 +189,7 @@ def serve(arm:Arm, # what to build
           num_blocks:int|None=None, # the pool (default: `pool_blocks`); a smaller one is refused
           scheduler:dict|None=None, # more `SchedulerConfig` fields (e.g. `max_model_len`; the arm's `scheduler` wins)
           device:str='cpu', # where the engines run
-          **engine_kw, # more `LLMEngine` arguments (the arm's `engine` wins)
+          **engine_kw, # more `LLMEngine` arguments, and a P/D arm's `PDPair` ones (`decode_k`, `prefill_kw`, `decode_kw`, `d_prefills`); the arm's `engine` wins
          )->Served:
     "Serve `prompts` in one arm: the engines built with the pool sized once, the arm's settings, the observers, one run."
     if not isinstance(arm, Arm): raise TypeError(f'arm={arm!r}: an Arm')
@@ -561,6 +561,13 @@ def engine_configs(model, # the weights
     cache = CacheConfig(num_gpu_blocks=4 * num_requests * (cdiv(longest, block_size) + k + 2) + 8)
     return lambda role='standalone', k=k: make_config(method, k, role, block_size=block_size, model=model, scheduler_config=sched,
                                                       cache_config=cache)
+
+def serve_sizes(config, # a `VllmConfig`, e.g. from `engine_configs`
+               )->dict:
+    "`serve`'s keyword arguments for the limits and the pool of `config`: the engines `serve` builds get the same ones."
+    s = config.scheduler_config
+    return dict(max_num_seqs=s.max_num_seqs, max_num_batched_tokens=s.max_num_batched_tokens, num_blocks=config.cache_config.num_gpu_blocks,
+                scheduler=dict(long_prefill_token_threshold=s.long_prefill_token_threshold))
 
 def reference(config, # a standalone engine's config
               model, # the weights (float64)
