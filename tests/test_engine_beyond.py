@@ -6,11 +6,10 @@ from vllm_pd_spec.contracts.draft_groups import draft_group_ids, legacy_drop_gro
 from vllm_pd_spec.contracts.connector_lookup import legacy_uses_connector_path
 from vllm_pd_spec.engine.request import Request
 from vllm_pd_spec.engine.kv_cache_manager import KVCacheManager, get_kv_cache_config
-from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config, EngineDeadError
+from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, make_config, EngineDeadError
 from vllm_pd_spec.engine.runner import ModelRunner, drafter_layer_names
 from vllm_pd_spec.engine.transport import LocalTransport, PDConnectorWorker
 from vllm_pd_spec.engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, TransferSetWorker
-from vllm_pd_spec.experiments.common import engine_with
 from vllm_pd_spec.engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker, StoreAssertionError
 from vllm_pd_spec.engine.state_exchange import exchange_state_slots, SlotListRunner, StateExchangeWorker
 from vllm_pd_spec.model.drafters import load_model
@@ -57,7 +56,7 @@ def _tier(model, method, config=OffloadConfig(), chunk=0, own_group=False):
     layers = drafter_layer_names(model, method)
     kvc = get_kv_cache_config_own_draft_group(cfg, layers) if own_group else get_kv_cache_config(cfg, drafter_layer_names=layers)
     store = CPUStore()
-    eng = engine_with(cfg, model, kvc, ModelRunner, offload_worker(store, kvc))
+    eng = LLMEngine(cfg, model, dtype=torch.float64, kv_cache_config=kvc, worker=offload_worker(store, kvc))
     return cfg, kvc, store, eng, attach_offload(eng, store, config)
 
 def test_tier_serves_a_second_turn_losslessly(attn):
@@ -89,15 +88,14 @@ def test_store_forms_skip_leaves_holes_assert_kills(attn):
         assert (missing == 0) if form == 'fixed' else (missing > 0), form
     # the Mooncake tracker on a padded one-token first step that crosses a block: D after a full transfer, EAGLE k=3
     t = LocalTransport()
-    cfgs = {r: make_config('eagle', 3, r, model=attn, cache_config=CacheConfig(num_gpu_blocks=64)) for r in ('prefill', 'decode')}
-    kvc = get_kv_cache_config(cfgs['decode'], drafter_layer_names=drafter_layer_names(attn, 'eagle'))
+    cache = CacheConfig(num_gpu_blocks=64)
+    kvc = get_kv_cache_config(make_config('eagle', 3, 'decode', model=attn, cache_config=cache), drafter_layer_names=drafter_layer_names(attn, 'eagle'))
     from vllm_pd_spec.engine.offload import MultiConnectorWorker
-    from vllm_pd_spec.experiments.common import pd_generate
-    P = engine_with(cfgs['prefill'], attn, kvc, ModelRunner, PDConnectorWorker('prefill-0', t))
     store = CPUStore()
-    D = engine_with(cfgs['decode'], attn, kvc, ModelRunner, MultiConnectorWorker([PDConnectorWorker('decode-0', t), offload_worker(store, kvc)]))
-    attach_offload(D, store, OffloadConfig(store_form='assert'))
-    with pytest.raises(EngineDeadError) as dead: pd_generate(P, D, [model_prompts('text-attn', 1, 45)[0]], 8)   # 44 + 1 + 3 = 48 > 2 hashed blocks
+    pd = PDPair('eagle', 3, model=attn, transport=t, cache_config=cache, dtype=torch.float64, kv_cache_config=kvc,
+                decode_kw=dict(worker=MultiConnectorWorker([PDConnectorWorker('decode-0', t), offload_worker(store, kvc)])))
+    attach_offload(pd.D, store, OffloadConfig(store_form='assert'))
+    with pytest.raises(EngineDeadError) as dead: pd.generate([model_prompts('text-attn', 1, 45)[0]], 8)   # 44 + 1 + 3 = 48 > 2 hashed blocks
     assert isinstance(dead.value.__cause__, StoreAssertionError)   # the tracker's assertion kills D's engine core
 
 def test_flagged_gdn_group_vetoes_the_tier(hybrid):

@@ -74,27 +74,28 @@ class LLMEngine:
                  slot_checker:bool=False, # report every KV write of the model runner to a `SlotChecker`
                  handoff:bool=False, # the hidden-state hand-off in the model runner (off: as vLLM 0.33.0 ships; see the runner page)
                  worker:PDConnectorWorker|None=None, # the connector's worker (default: a `PDConnectorWorker` over `transport`)
-                 runner=None, # `runner(scheduler, worker)` -> any runner with `execute_model`; default: `ModelRunner`
+                 runner=None, # `runner(scheduler, worker)` -> any runner with `execute_model`, or a `ModelRunner` subclass built as `ModelRunner` is; default: `ModelRunner`
                  kv_cache_config:KVCacheConfig|None=None, # the KV groups (default: planned with the drafter's layers)
                  input_backend:str|None=None, # the model runner's input-assembly backend (default: Triton on CUDA, else the torch reference)
                  gdn_rule:str|None=None, # the model runner's spec-decode row rule, a key of `contracts.rows.ROW_RULES` (default: from the fixes)
                 ):
         self.engine_id = engine_id or f'{vllm_config.role}-0'
-        if runner is None: model = model or _default_model()
+        model_runner = runner is None or (isinstance(runner, type) and issubclass(runner, ModelRunner))  # built here, with the model
+        if model_runner: model = model or _default_model()
         if kv_cache_config is None:
             spec = vllm_config.speculative_config
-            drafter = drafter_layer_names(model, spec.method if spec else None) if runner is None else ()
+            drafter = drafter_layer_names(model, spec.method if spec else None) if model_runner else ()
             kv_cache_config = get_kv_cache_config(vllm_config, drafter_layer_names=drafter)
         self.scheduler = Scheduler(vllm_config, kv_cache_config, self.engine_id)
         if worker is None and transport is not None: worker = PDConnectorWorker(self.engine_id, transport)
         self.worker = worker
-        if runner is None:
+        if model_runner:
             checker = SlotChecker(self.scheduler.kv_cache_manager) if slot_checker else None
-            self.runner = ModelRunner(vllm_config, kv_cache_config, model, max_reqs=vllm_config.scheduler_config.max_num_seqs + 2,
-                                      worker=worker, device=device, dtype=dtype, slot_checker=checker, handoff=handoff,
-                                      input_backend=input_backend, gdn_rule=gdn_rule)
+            self.runner = (runner or ModelRunner)(vllm_config, kv_cache_config, model, max_reqs=vllm_config.scheduler_config.max_num_seqs + 2,
+                                                  worker=worker, device=device, dtype=dtype, slot_checker=checker, handoff=handoff,
+                                                  input_backend=input_backend, gdn_rule=gdn_rule)
         else: self.runner = runner(self.scheduler, worker)
-        self.vocab_size = model.args.vocab_size if runner is None else None  # prompts are checked against it
+        self.vocab_size = model.args.vocab_size if model_runner else None  # prompts are checked against it
         self.observers: list = []  # `StepObserver`s, called in order
         self.outputs: dict = {}  # request id -> generated tokens
         self.finished: dict = {}  # request id -> EngineCoreOutput that finished it
@@ -242,23 +243,33 @@ class PDPair:
                  scheduler_config:SchedulerConfig=SchedulerConfig(), # both engines' scheduler limits
                  cache_config:CacheConfig=CacheConfig(), # both engines' block pools
                  decode_scheduler_config:SchedulerConfig|None=None, # the decode engine's limits (default: `scheduler_config`)
+                 decode_k:int|None=None, # the decode engine's drafts per step (default: `k`)
+                 prefill_kw:dict|None=None, # `LLMEngine` arguments for the prefill engine only (e.g. its `worker`, `runner`), over `engine_kw`
+                 decode_kw:dict|None=None, # the same for the decode engine
+                 d_prefills:bool=False, # the proxy sends each prompt straight to D, which prefills it itself (P stays idle)
                  **engine_kw, # more `LLMEngine` arguments (e.g. `dtype`, `handoff`)
                 ):
         model = model or _default_model()
         self.transport = transport or LocalTransport()
         self.request_counter = itertools.count()  # `generate`'s request ids, fresh on every call (upstream: `LLM.request_counter`)
+        self.d_prefills = d_prefills
         limits = {'prefill': scheduler_config, 'decode': decode_scheduler_config or scheduler_config}
-        config = lambda role: make_config(method, k, role, fixes, block_size, model, scheduler_config=limits[role],
+        widths = {'prefill': k, 'decode': k if decode_k is None else decode_k}
+        config = lambda role: make_config(method, widths[role], role, fixes, block_size, model, scheduler_config=limits[role],
                                           cache_config=cache_config)
-        self.P = LLMEngine(config('prefill'), model, transport=self.transport, **engine_kw)
-        self.D = LLMEngine(config('decode'), model, transport=self.transport, **engine_kw)
+        self.P = LLMEngine(config('prefill'), model, transport=self.transport, **engine_kw | (prefill_kw or {}))
+        self.D = LLMEngine(config('decode'), model, transport=self.transport, **engine_kw | (decode_kw or {}))
 
     def generate(self, prompts:list, max_tokens:int=8, max_steps:int=10_000)->list:
-        "The proxy: each prompt to P (one token), then with P's `kv_transfer_params` to D; D's outputs, in order."
+        "The proxy: each prompt to P (one token), then with P's `kv_transfer_params` to D (or straight to D: `d_prefills`); D's outputs, in order."
         req_ids = [f'req-{next(self.request_counter)}' for _ in prompts]  # never an id an earlier call used
         for req_id, prompt in zip(req_ids, prompts): self.check_request(req_id, prompt, max_tokens)
-        for req_id, prompt in zip(req_ids, prompts): self.P.add_request(self._prefill_request(req_id, prompt))
         sent = set()
+        for req_id, prompt in zip(req_ids, prompts):
+            if self.d_prefills:
+                self.D.add_request(Request(req_id, prompt, max_tokens=max_tokens))
+                sent.add(req_id)
+            else: self.P.add_request(self._prefill_request(req_id, prompt))
         for _ in range(max_steps):
             if not (self.P.has_work() or self.D.has_work() or len(sent) < len(req_ids)): break
             for o in self.P.step():

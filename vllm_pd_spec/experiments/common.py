@@ -6,22 +6,20 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/experiments_common.html.md"""
 
 # %% auto #0
 __all__ = ['ROLES', 'RUNS', 'SILENT', 'ExperimentResult', 'torch_threads', 'check_device', 'check_transport', 'make_transport',
-           'Arm', 'arms', 'pool_blocks', 'Served', 'serve', 'kv_slots', 'acceptance', 'StepLog', 'engine_with',
-           'pd_generate', 'runs_dir', 'save_run', 'load_run', 'first_divergence', 'differing', 'match_summary', 't975',
-           'mean_ci', 'paired', 'reader_table', 'setup_text', 'measured_line', 'in_short', 'bars', 'conversations',
-           'second_turn', 'serve_turns', 'longest_turn', 'engine_configs', 'reference', 'lossless', 'sweep',
-           'experiment_main']
+           'Arm', 'arms', 'pool_blocks', 'Served', 'serve', 'kv_slots', 'acceptance', 'StepLog', 'runs_dir', 'save_run',
+           'load_run', 'first_divergence', 'differing', 'match_summary', 't975', 'mean_ci', 'paired', 'reader_table',
+           'setup_text', 'measured_line', 'in_short', 'bars', 'conversations', 'second_turn', 'serve_turns',
+           'longest_turn', 'engine_configs', 'serve_sizes', 'reference', 'lossless', 'sweep', 'experiment_main']
 
 # %% ../../nbs/40_experiments_common.ipynb #82394b71
 import contextlib, json, math, time, torch
 from statistics import mean, stdev
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
-from ..config import Fixes, SchedulerConfig, CacheConfig, cdiv, make_kv_transfer_params
+from ..config import Fixes, SchedulerConfig, CacheConfig, cdiv
 from ..engine.request import Request
 from ..engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
 from ..engine.runner import SamplingParams
-from ..engine.kv_groups import DraftGroupRunner
 
 # %% ../../nbs/40_experiments_common.ipynb #f192e1b5
 @dataclass
@@ -189,7 +187,7 @@ def serve(arm:Arm, # what to build
           num_blocks:int|None=None, # the pool (default: `pool_blocks`); a smaller one is refused
           scheduler:dict|None=None, # more `SchedulerConfig` fields (e.g. `max_model_len`; the arm's `scheduler` wins)
           device:str='cpu', # where the engines run
-          **engine_kw, # more `LLMEngine` arguments (the arm's `engine` wins)
+          **engine_kw, # more `LLMEngine` arguments, and a P/D arm's `PDPair` ones (`decode_k`, `prefill_kw`, `decode_kw`, `d_prefills`); the arm's `engine` wins
          )->Served:
     "Serve `prompts` in one arm: the engines built with the pool sized once, the arm's settings, the observers, one run."
     if not isinstance(arm, Arm): raise TypeError(f'arm={arm!r}: an Arm')
@@ -286,42 +284,6 @@ class StepLog(StepObserver):
     def per_request(self, req_ids:list)->list:
         "Each request's own mean acceptance length, vLLM's count (`1 + accepted / counted steps`)."
         return [1 + sum(a) / len(a) if a else None for a in map(self.counted, req_ids)]
-
-# %% ../../nbs/40_experiments_common.ipynb #21357e37
-def engine_with(vllm_config, # the engine's config
-                model, # the weights
-                kv_cache_config, # the groups (e.g. `get_kv_cache_config_own_draft_group`)
-                runner_cls=None, # the runner class (default: `DraftGroupRunner`)
-                worker=None, # the connector's worker, if any
-                dtype=torch.float64, # the model's precision
-                engine_id:str|None=None, # default `'{role}-0'`
-               ):
-    "An `LLMEngine` with these groups, this runner class and this worker."
-    runner_cls = runner_cls or DraftGroupRunner
-    make = lambda scheduler, w: runner_cls(vllm_config, kv_cache_config, model, max_reqs=vllm_config.scheduler_config.max_num_seqs + 2,
-                                           worker=w, dtype=dtype)
-    return LLMEngine(vllm_config, model, kv_cache_config=kv_cache_config, worker=worker, runner=make, engine_id=engine_id)
-
-def pd_generate(P, # the prefill `LLMEngine` (role 'prefill')
-                D, # the decode `LLMEngine` (role 'decode')
-                prompts:list, # token-id lists
-                max_tokens:int, # tokens per request on D
-                to_d=None, # `to_d(i)` -> False sends request `i` to D without P (D prefills it itself); default: all via P
-                max_steps:int=100_000, # a bound on the loop
-               )->list:
-    "Serve `prompts` through P and D; D's outputs, in order."
-    ids = [f'req-{i}' for i in range(len(prompts))]
-    for i, (rid, p) in enumerate(zip(ids, prompts)):
-        if to_d is None or to_d(i): P.add_request(Request(rid, p, max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
-        else: D.add_request(Request(rid, p, max_tokens=max_tokens))
-    for _ in range(max_steps):
-        if all(r in D.finished for r in ids): return [D.outputs[r] for r in ids]
-        P.step()
-        for rid, o in P.finished.items():
-            if rid not in D.outputs:
-                D.add_request(Request(rid, prompts[ids.index(rid)], max_tokens=max_tokens, kv_transfer_params=dict(o.kv_transfer_params)))
-        D.step()
-    raise RuntimeError(f'pd_generate: D did not finish within {max_steps} steps')
 
 # %% ../../nbs/40_experiments_common.ipynb #79c579f1
 RUNS = ('runs', 'nbs/runs') # the saved runs' folder, seen from the notebooks' folder or from the repository's root
@@ -561,6 +523,13 @@ def engine_configs(model, # the weights
     cache = CacheConfig(num_gpu_blocks=4 * num_requests * (cdiv(longest, block_size) + k + 2) + 8)
     return lambda role='standalone', k=k: make_config(method, k, role, block_size=block_size, model=model, scheduler_config=sched,
                                                       cache_config=cache)
+
+def serve_sizes(config, # a `VllmConfig`, e.g. from `engine_configs`
+               )->dict:
+    "`serve`'s keyword arguments for the limits and the pool of `config`: the engines `serve` builds get the same ones."
+    s = config.scheduler_config
+    return dict(max_num_seqs=s.max_num_seqs, max_num_batched_tokens=s.max_num_batched_tokens, num_blocks=config.cache_config.num_gpu_blocks,
+                scheduler=dict(long_prefill_token_threshold=s.long_prefill_token_threshold))
 
 def reference(config, # a standalone engine's config
               model, # the weights (float64)

@@ -14,11 +14,12 @@ from ..contracts.connector_lookup import uses_connector_path, legacy_uses_connec
 from ..contracts.draft_groups import draft_group_ids
 from ..engine.kv_cache_manager import get_kv_cache_config, MambaSpec
 from ..engine.request import Request
-from ..engine.runner import ModelRunner, drafter_layer_names
+from ..engine.llm_engine import LLMEngine
+from ..engine.runner import drafter_layer_names
 from ..engine.kv_groups import cache_groups
 from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker
 from ..model.drafters import load_model
-from vllm_pd_spec.experiments.common import (conversations, serve_turns, longest_turn, engine_configs, engine_with, reference, lossless,
+from vllm_pd_spec.experiments.common import (conversations, serve_turns, longest_turn, engine_configs, reference, lossless,
     sweep, SILENT, experiment_main)
 
 # %% ../../nbs/59d_connector_lookup_experiment.ipynb #d1c7d2ae
@@ -66,7 +67,7 @@ def zero_external_rows(methods=('eagle', 'dflash'), num_convs:int=6, max_tokens:
         kvc = get_kv_cache_config(cfg, drafter_layer_names=drafter_layer_names(model, method))
         for name, rule in RULES.items():
             store = CPUStore()
-            eng = engine_with(cfg, model, kvc, ModelRunner, offload_worker(store, kvc) if rule else None)
+            eng = LLMEngine(cfg, model, dtype=torch.float64, kv_cache_config=kvc, worker=offload_worker(store, kvc) if rule else None)
             if rule:
                 attach_offload(eng, store, OffloadConfig(retrieve=False))
                 eng.scheduler.uses_connector_path, eng.scheduler.reconcile_when_empty = rule
@@ -88,7 +89,7 @@ def drop_rows(methods=('eagle', 'dflash'), num_convs:int=6, max_tokens:int=32, b
         cfg, layers, refs = engine_configs(model, method, K, num_convs, longest_turn(convs, max_tokens))(), drafter_layer_names(model, method), {}
         kvc = get_kv_cache_config(cfg, drafter_layer_names=layers)
         for name, rule in DROP_RULES.items():
-            eng = engine_with(cfg, model, kvc, ModelRunner)
+            eng = LLMEngine(cfg, model, dtype=torch.float64, kv_cache_config=kvc)
             kvm = eng.scheduler.kv_cache_manager
             kvm.drop_group_ids = draft_group_ids(cache_groups(kvc, layers)) if rule(method) else frozenset()
             r = serve_turns(eng, convs, max_tokens)

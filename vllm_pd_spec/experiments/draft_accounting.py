@@ -12,15 +12,15 @@ import itertools, random, torch
 from ..contracts.draft_accounting import STORE_FORMS
 from ..contracts.draft_groups import drop_group_ids
 from ..engine.kv_cache_manager import get_kv_cache_config
-from ..engine.llm_engine import EngineDeadError
+from ..engine.llm_engine import EngineDeadError, LLMEngine, PDPair
 from ..engine.request import Request
-from ..engine.runner import ModelRunner, drafter_layer_names
+from ..engine.runner import drafter_layer_names
 from ..engine.transport import LocalTransport, PDConnectorWorker
 from ..engine.kv_groups import cache_groups
 from vllm_pd_spec.engine.offload import (CPUStore, OffloadConfig, StoreAssertionError, MultiConnectorWorker, attach_offload,
     offload_worker)
 from ..model.drafters import load_model, model_prompts
-from .common import (conversations, serve_turns, longest_turn, engine_configs, engine_with, pd_generate,
+from .common import (conversations, serve_turns, longest_turn, engine_configs,
     reference, lossless, sweep, SILENT, experiment_main)
 
 # %% ../../nbs/59c_draft_accounting_experiment.ipynb #f36a0775
@@ -50,7 +50,7 @@ def standalone_rows(methods=('mtp', 'eagle'), num_convs:int=6, max_tokens:int=32
         drop = drop_group_ids(cache_groups(kvc, layers), method)
         for form, mask in itertools.product(forms, load_masks):
             store = CPUStore()
-            eng = engine_with(cfg(), model, kvc, ModelRunner, offload_worker(store, kvc))
+            eng = LLMEngine(cfg(), model, dtype=torch.float64, kv_cache_config=kvc, worker=offload_worker(store, kvc))
             attach_offload(eng, store, OffloadConfig(drop_group_ids=drop, store_form=form, load_mask=mask))
             row = dict(method=method, k=K, store_form=form, load_mask=mask, drop_group_ids=sorted(drop))
             count = lambda first, store=store: holes(store, [a + o for (a, _), o in zip(convs, first)])  # after the first turn
@@ -74,11 +74,13 @@ def decode_rows(methods=('mtp', 'eagle'), num_prompts:int=8, lengths:tuple=(160,
         ref = reference(cfg(), model, prompts, max_tokens)
         for form in forms:
             t, store = LocalTransport(), CPUStore()
-            P = engine_with(cfg('prefill'), model, kvc, ModelRunner, PDConnectorWorker('prefill-0', t))
-            D = engine_with(cfg('decode'), model, kvc, ModelRunner, MultiConnectorWorker([PDConnectorWorker('decode-0', t), offload_worker(store, kvc)]))
+            pd = PDPair(method, K, model=model, transport=t, scheduler_config=cfg().scheduler_config, cache_config=cfg().cache_config,
+                        dtype=torch.float64, kv_cache_config=kvc,
+                        decode_kw=dict(worker=MultiConnectorWorker([PDConnectorWorker('decode-0', t), offload_worker(store, kvc)])))
+            D = pd.D
             attach_offload(D, store, OffloadConfig(drop_group_ids=drop_group_ids(cache_groups(kvc, layers), method), store_form=form))
             row = dict(method=method, k=K, store_form=form)
-            try: out = pd_generate(P, D, prompts, max_tokens)
+            try: out = pd.generate(prompts, max_tokens)
             except EngineDeadError as dead:
                 done = sum(f'req-{i}' in D.finished for i in range(num_prompts))
                 rows.append(row | dict(engine_died=_died(dead), requests_finished=done, requests_lost=num_prompts - done))

@@ -11,13 +11,14 @@ __all__ = ['K', 'METHODS', 'TRANSFER_ARMS', 'PREFIX_FORMS', 'CONSUMER_PHASES', '
 # %% ../../nbs/59a_draft_groups_experiment.ipynb #3cfc32ef
 import itertools, torch
 from ..contracts.draft_groups import consumer_drop_group_ids, decode_draft_kv, reported_54926_layout, transfer_group_ids
+from ..engine.llm_engine import LLMEngine
 from ..engine.runner import drafter_layer_names
 from ..engine.transport import LocalTransport
-from ..engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, TransferSetWorker
+from ..engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, TransferSetWorker, DraftGroupRunner
 from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker
 from ..model.drafters import load_model, model_prompts
-from .common import (conversations, serve_turns, longest_turn, engine_configs, engine_with, pd_generate,
-    acceptance, reference, lossless, sweep, SILENT, experiment_main)
+from .common import (conversations, serve_turns, longest_turn, engine_configs, Arm, serve,
+    serve_sizes, acceptance, reference, lossless, sweep, SILENT, experiment_main)
 
 # %% ../../nbs/59a_draft_groups_experiment.ipynb #f47abf10
 K, METHODS = 3, ('mtp', 'eagle', 'dflash')
@@ -34,22 +35,24 @@ def _d_computed(D, prompts)->int:
 
 def transfer_rows(model_name:str='text-attn', methods=METHODS, k:int=K, num_prompts:int=8, prompt_len:int=256, max_tokens:int=32,
                   bar=SILENT)->list:
-    "One row per drafter and way of serving (`TRANSFER_ARMS`); every engine runs `DraftGroupRunner` (`engine_with`'s default)."
+    "One row per drafter and way of serving (`TRANSFER_ARMS`); every engine runs `DraftGroupRunner`."
     model, prompts, rows = load_model(model_name, torch.float64), model_prompts(model_name, num_prompts, prompt_len), []
     for method in methods:
         cfg, layers = engine_configs(model, method, k, num_prompts, prompt_len + max_tokens), drafter_layer_names(model, method)
         kvc = get_kv_cache_config_own_draft_group(cfg(), layers)
-        groups, std = cache_groups(kvc, layers), engine_with(cfg(), model, kvc)
-        ref = std.generate(prompts, max_tokens)
-        rows.append(dict(model=model_name, method=method, k=k, arm=TRANSFER_ARMS[0], draft_kv='computed', **acceptance(std.spec_stats, k),
-                         mean_acceptance_length_drafted=_drafted(std), lossless=True, requests_differing=0, d_prompt_tokens=sum(map(len, prompts))))
+        served = lambda arm, **kw: serve(arm, model, prompts, method=method, k=k, max_tokens=max_tokens, kv_cache_config=kvc,
+                                         runner=DraftGroupRunner, **serve_sizes(cfg()), **kw)
+        groups, std = cache_groups(kvc, layers), served(Arm(TRANSFER_ARMS[0], role='reference', pd=False))
+        ref = std.outputs
+        rows.append(dict(model=model_name, method=method, k=k, arm=TRANSFER_ARMS[0], draft_kv='computed', **acceptance(std.stats, k),
+                         mean_acceptance_length_drafted=_drafted(std.decoder), lossless=True, requests_differing=0, d_prompt_tokens=sum(map(len, prompts))))
         bar.update()
         for arm, layout, remedy in ((TRANSFER_ARMS[1], groups, False), (TRANSFER_ARMS[2], reported_54926_layout(groups), False),
                                     (TRANSFER_ARMS[3], reported_54926_layout(groups), True)):
             t, sent, source = LocalTransport(), transfer_group_ids(layout), decode_draft_kv(layout, recompute_missing=remedy)
-            P = engine_with(cfg('prefill'), model, kvc, worker=TransferSetWorker('prefill-0', t, sent))
-            D = engine_with(cfg('decode'), model, kvc, worker=TransferSetWorker('decode-0', t, sent))
-            out = pd_generate(P, D, prompts, max_tokens, to_d=None if source != 'recomputed' else (lambda i: False))
+            pd = served(Arm(arm), prefill_kw=dict(worker=TransferSetWorker('prefill-0', t, sent)), d_prefills=source == 'recomputed',
+                        decode_kw=dict(worker=TransferSetWorker('decode-0', t, sent)))
+            out, D = pd.outputs, pd.decoder
             rows.append(dict(model=model_name, method=method, k=k, arm=arm, draft_kv=source, **acceptance(D.spec_stats, k),
                              mean_acceptance_length_drafted=_drafted(D), **lossless(out, ref), d_prompt_tokens=_d_computed(D, prompts)))
             bar.update()
@@ -72,7 +75,7 @@ def prefix_rows(models=('text-hybrid', 'text-attn'), methods=METHODS, k:int=K, n
             for form, (consumer, evict) in itertools.product(PREFIX_FORMS, CONSUMER_PHASES):
                 drop = {c: consumer_drop_group_ids(groups, method, c, form) for c in ('kv_coordinator', 'offloading')}
                 store = CPUStore()
-                eng = engine_with(cfg(), model, kvc, worker=offload_worker(store, kvc))
+                eng = LLMEngine(cfg(), model, dtype=torch.float64, kv_cache_config=kvc, runner=DraftGroupRunner, worker=offload_worker(store, kvc))
                 attach_offload(eng, store, OffloadConfig(drop_group_ids=drop['offloading']), local_drop_group_ids=drop['kv_coordinator'])
                 r = serve_turns(eng, convs, max_tokens, evict)
                 rows.append(dict(model=model_name, method=method, k=k, form=form, consumer=consumer, drop_group_ids=sorted(drop[consumer]),

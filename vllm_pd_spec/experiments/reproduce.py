@@ -13,7 +13,7 @@ __all__ = ['EXPERIMENTS', 'DEFAULT_LABELS', 'FIX_PAGES', 'VERDICTS', 'SEED_DIREC
 import argparse, importlib, inspect, json, sys, time
 from tqdm.auto import tqdm
 from ..config import check_output_path
-from .common import ExperimentResult, check_device, check_transport, reader_table
+from .common import ExperimentResult, check_device, check_transport, reader_table, _cell
 
 # %% ../../nbs/42_reproduce.ipynb #ea997606
 EXPERIMENTS = {  # fix: (name, module)
@@ -72,11 +72,6 @@ VERDICTS = ('"consequence seen" means the legacy run showed, on the named metric
             '(lost acceptance or accuracy, other outputs, a dead engine, another request\'s KV overwritten); "invariant held" '
             'means the fixed run (vLLM 0.33.0) kept the invariant the fix states, in every setting it ran.')
 
-def _fmt(x)->str:
-    if x is None: return '—'
-    if isinstance(x, float): return f'{x:.3f}'
-    return str(x)
-
 def _setting_rows(r:ExperimentResult)->list:
     "The result's `per_setting` rows, or its headline as one."
     return r.per_setting or [dict(setting=r.metric, legacy=r.legacy, fixed=r.fixed, standalone=r.standalone)]
@@ -86,8 +81,8 @@ def _arms(s:dict)->tuple:
     arms = dict(s.get('arms') or {})
     if not arms: return s.get('legacy'), s.get('fixed'), None
     names = list(arms)
-    return (f'{names[0]}: {_fmt(arms[names[0]])}', f'{names[1]}: {_fmt(arms[names[1]])}' if len(names) > 1 else s.get('fixed'),
-            '; '.join(f'{n}: {_fmt(arms[n])}' for n in names[2:]) or None)
+    return (f'{names[0]}: {_cell(arms[names[0]], 3)}', f'{names[1]}: {_cell(arms[names[1]], 3)}' if len(names) > 1 else s.get('fixed'),
+            '; '.join(f'{n}: {_cell(arms[n], 3)}' for n in names[2:]) or None)
 
 def results_table(results:list # `ExperimentResult`s
                  )->str:
@@ -96,7 +91,7 @@ def results_table(results:list # `ExperimentResult`s
     rows = []
     for r in results:
         page, bug, seed = FIX_PAGES.get(r.fix, (None, r.name, None))
-        seed = seed or _fmt(r.seed_figure)  # the seed's words carry its figure
+        seed = seed or r.seed_figure  # the seed's words carry its figure
         name = f'[{r.fix}]({page})' if page else str(r.fix)
         label = lambda l: f'{l}: ' if l else ''
         ran = f' *Ran on {r.device}.*' if '(' in r.device else ''  # an experiment that could not run where asked
@@ -105,7 +100,7 @@ def results_table(results:list # `ExperimentResult`s
                      f"{label(r.fixed_label)}invariant held: {invariant_verdict(r)}", '', '', seed])
         for s in _setting_rows(r):
             legacy, fixed, other = _arms(s)
-            rows.append(['', s['setting'], _fmt(legacy), _fmt(fixed), _fmt(other), _fmt(s.get('standalone')), ''])
+            rows.append(['', s['setting'], legacy, fixed, other, s.get('standalone'), ''])  # the table writes each value
     return markdown_table([dict(zip(hdr, r)) for r in rows], hdr)
 
 # %% ../../nbs/42_reproduce.ipynb #1bb0fcaa
@@ -126,7 +121,7 @@ def direction_reproduced(r:ExperimentResult)->str:
     if want is None: return '— (the seed gives no figure)'
     lg, fx = _number(r.legacy), _number(r.fixed)
     if lg is None or fx is None: return '— (no numeric headline)'
-    if lg == fx: return f'no: equal ({_fmt(lg)})'
+    if lg == fx: return f'no: equal ({_cell(lg, 3)})'
     return 'yes' if (fx > lg) == (want == 'higher') else 'no: ours runs the other way'
 
 def invariant_verdict(r:ExperimentResult)->str:
@@ -139,7 +134,7 @@ def metric_figures(r:ExperimentResult)->str:
     "The metric with its legacy and fixed figures, and the headline setting's paired difference with its 95% interval where the result has one."
     d = (r.per_setting[0].get('fixed_minus_legacy') if r.per_setting else None) or {}
     ci = f" (fixed − legacy {d['mean']:+.3f} ± {d['ci95']:.3f}, paired over {d['n']} requests)" if d else ''
-    return f'{r.metric}: {_fmt(r.legacy)} → {_fmt(r.fixed)}{ci}'
+    return f'{r.metric}: {_cell(r.legacy, 3)} → {_cell(r.fixed, 3)}{ci}'
 
 def summary_table(results:list # `ExperimentResult`s
                  )->str:
@@ -151,7 +146,7 @@ def summary_table(results:list # `ExperimentResult`s
         page, bug, seed = FIX_PAGES.get(r.fix, (None, r.name, None))
         rows.append([f'[{r.fix}: {r.name}]({page})' if page else f'{r.fix}: {r.name}', bug, r.legacy_label or '—',
                      'yes' if r.legacy_consequence_seen else 'no', invariant_verdict(r),
-                     metric_figures(r), seed or _fmt(r.seed_figure), direction_reproduced(r)])
+                     metric_figures(r), seed or r.seed_figure, direction_reproduced(r)])
     return markdown_table([dict(zip(hdr, r)) for r in rows], hdr)
 
 # %% ../../nbs/42_reproduce.ipynb #aa11bb22

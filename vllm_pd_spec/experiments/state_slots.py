@@ -11,11 +11,11 @@ __all__ = ['METHOD', 'BACKOFF', 'BLOCK', 'MODEL', 'MODES', 'QUICK', 'FULL', 'pre
 import itertools, torch
 from ..contracts.state_slots import mamba_block_ids, received_state
 from ..engine.kv_cache_manager import get_kv_cache_config
-from ..engine.runner import ModelRunner, drafter_layer_names
+from ..engine.runner import drafter_layer_names
 from ..engine.transport import LocalTransport, PDConnectorWorker
 from ..engine.state_exchange import SlotListRunner, StateExchangeWorker, PAIRINGS
 from ..model.drafters import load_model, model_prompts
-from .common import engine_configs, engine_with, pd_generate, reference, differing, sweep, SILENT, experiment_main
+from .common import Arm, serve, engine_configs, serve_sizes, reference, differing, sweep, SILENT, experiment_main
 
 # %% ../../nbs/59b_state_slots_experiment.ipynb #b993eaf7
 METHOD, BACKOFF, BLOCK, MODEL = 'eagle', 1, 16, 'text-hybrid'   # one prompt token left to D (EAGLE's lookahead 1 on a GDN model)
@@ -35,9 +35,10 @@ def slot_rows(pairs=tuple(itertools.product((1, 2, 3), repeat=2)), modes=MODES, 
     ref, rows = reference(cfg(), model, prompts, max_tokens), []
     for mode, (k_p, k_d), pairing in itertools.product(modes, pairs, PAIRINGS):
         t = LocalTransport()
-        P = engine_with(cfg('prefill', k_p), model, kvc, SlotListRunner, PDConnectorWorker('prefill-0', t))
-        D = engine_with(cfg('decode', k_d), model, kvc, ModelRunner, StateExchangeWorker('decode-0', t, k_d, BLOCK, mode, pairing))
-        diff = differing(pd_generate(P, D, prompts, max_tokens), ref)
+        served = serve(Arm(pairing), model, prompts, method=METHOD, k=k_p, decode_k=k_d, max_tokens=max_tokens, kv_cache_config=kvc,
+                       prefill_kw=dict(runner=SlotListRunner, worker=PDConnectorWorker('prefill-0', t)),
+                       decode_kw=dict(worker=StateExchangeWorker('decode-0', t, k_d, BLOCK, mode, pairing)), **serve_sizes(cfg()))
+        diff = differing(served.outputs, ref)
         pred = [predicted(len(p) - BACKOFF, k_p, k_d, mode, pairing) for p in prompts]
         parted = sorted(d for d in diff if d is not None)
         rows.append(dict(mode=mode, k_P=k_p, k_D=k_d, pairing=pairing, predicted=sorted(set(pred)), requests=num_prompts,
