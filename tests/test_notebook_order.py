@@ -33,7 +33,6 @@ LOOKS_AHEAD = {  # page (notebook name without number) -> {later module it may i
                          'model.train_text': 'the saved training runs'},
     'task': {'model.drafters': 'a shipped model on the task', 'engine.llm_engine': 'the task served by the engine'},
     'model': {'model.drafters': 'a shipped model loaded to show the forward pass'},
-    'runner': {'experiments.reproduce': "the results table's renderer"},
     'kernel_bench': {'cli': 'the `kernel-bench` command'},
     'explain': {'cli': 'the `explain` command'},
 }
