@@ -40,6 +40,7 @@ MAPPING = {  # old notebook name -> new (without .ipynb); identity entries are n
     # 0x: config, plotting, contracts
     '00_config': '00_config',
     '45_plotting': '00a_plotting',
+    '00b_tables': '00b_tables',
     '01_lookahead': '01_lookahead',
     '02_prefill_backoff': '02_prefill_backoff',
     '03_truncation_ordering': '03_truncation_ordering',

@@ -1,4 +1,4 @@
-"""`vllm_pd_spec.plotting`: one figure width for the page's column, one colour per arm on every page, legends outside the data, alt text on every plot, and one markdown table.
+"""`vllm_pd_spec.plotting`: one figure width for the page's column, one colour per arm on every page, legends outside the data, and alt text on every plot.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/plotting.html.md"""
 
@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/plotting.html.md"""
 
 # %% auto #0
 __all__ = ['ARM_COLORS', 'COLUMN_PX', 'SCALE', 'RC', 'arm_color', 'figure', 'legend_outside', 'label_bars', 'PlotLayoutWarning',
-           'layout_problems', 'to_image', 'show', 'reader_table']
+           'layout_problems', 'to_image', 'show']
 
 # %% ../nbs/00a_plotting.ipynb #af79ad91
 import io
@@ -170,47 +170,3 @@ def show(fig, # a figure from `figure`
         ):
     "Display `fig` at page resolution with alt text, and close it."
     display(to_image(fig, alt))
-
-# %% ../nbs/00a_plotting.ipynb #cebdec17
-def _words(name)->str:
-    "A column name as words: `mean_acceptance_length` -> 'mean acceptance length'."
-    return str(name).replace('_', ' ')
-
-def _cell(x, decimals:int)->str:
-    "One value as a reader sees it: '—' for None, fixed decimals, dicts and lists inline."
-    if x is None: return '—'
-    if isinstance(x, bool): return 'yes' if x else 'no'
-    if isinstance(x, float): return f'{x:.{decimals}f}'
-    if isinstance(x, dict): return '; '.join(f'{_words(k)} {_cell(v, decimals)}' for k, v in x.items()) or '—'
-    if isinstance(x, (list, tuple)): return ', '.join(_cell(v, decimals) for v in x) or '—'
-    return str(x).replace('|', '\\|').replace('\n', ' ')
-
-def reader_table(rows:list, # dicts, one per row
-                 cols:list|None=None, # the columns, in order (default: every key, in first-seen order)
-                 headers:dict|None=None, # column -> header (default: the name in words)
-                 decimals:int=3, # digits after the point for floats
-                 pivot:tuple|None=None, # (index, column, value): one row per index, one column per column value
-                 drop_constant:bool|None=None, # drop columns with one value in every row, said under the table (default: unless pivoted)
-                )->str:
-    "A markdown table for a page: human headers, '—' for missing values, fixed decimals, constant columns dropped, sweeps pivoted."
-    if not rows: raise ValueError('rows: nothing to tabulate')
-    headers = dict(headers or {})
-    if pivot is not None:
-        index, column, value = pivot
-        for key in (index, column, value):
-            if not any(key in r for r in rows): raise ValueError(f'pivot: no row has the key {key!r}')
-        out = {}
-        for r in rows: out.setdefault(r.get(index), {index: r.get(index)})[f'{_words(column)} {r.get(column)}'] = r.get(value)
-        rows = list(out.values())
-    cols = cols or list(dict.fromkeys(k for r in rows for k in r))
-    missing = [c for c in cols if not any(c in r for r in rows)]
-    if missing: raise ValueError(f'cols: no row has {missing}')
-    note = []
-    if (pivot is None if drop_constant is None else drop_constant) and len(rows) > 1:
-        same = [c for c in cols if len({_cell(r.get(c), decimals) for r in rows}) == 1]
-        if len(same) < len(cols):
-            note = [f'{headers.get(c, _words(c))}: {_cell(rows[0].get(c), decimals)}' for c in same]
-            cols = [c for c in cols if c not in same]
-    lines = ['| ' + ' | '.join(headers.get(c, _words(c)) for c in cols) + ' |', '|' + ' --- |' * len(cols)]
-    lines += ['| ' + ' | '.join(_cell(r.get(c), decimals) for c in cols) + ' |' for r in rows]
-    return '\n'.join(lines) + (f"\n\nIn every row: {'; '.join(note)}." if note else '')

@@ -76,7 +76,7 @@ def table(findings:list, # `Finding`s or their dicts
 
 def markdown_table(findings:list)->str:
     "The audit as a Markdown table (for the docs), through the pages' one `reader_table`."
-    from vllm_pd_spec.plotting import reader_table  # the one markdown table (imported when one is drawn: matplotlib loads with it)
+    from vllm_pd_spec.tables import reader_table
     rows = [f if isinstance(f, dict) else f.as_dict() for f in findings]
     verdict = lambda r: r['verdict'] + (' (by source)' if r.get('how') == 'by source' else '')
     return reader_table([{'contract': r['contract'], 'where in vLLM': f"`{r['location']}`", 'verdict': f'**{verdict(r)}**',

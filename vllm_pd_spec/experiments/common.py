@@ -355,7 +355,7 @@ def paired(xs:list, ys:list)->tuple:
     return (*mean_ci(d), len(d)) if d else (0.0, 0.0, 0)
 
 # %% ../../nbs/40_experiments_common.ipynb #54893bd2
-from ..plotting import reader_table, _cell, _words  # the one markdown table: its home is the plots page
+from ..tables import reader_table, _cell, _words  # the one markdown table: its home is the tables page
 
 def setup_text(setup:dict, # an experiment's `setup`
                decimals:int=3, # digits after the point for floats
