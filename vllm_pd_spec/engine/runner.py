@@ -13,7 +13,7 @@ __all__ = ['REPREFILL_STATES', 'model_config', 'drafter_layer_names', 'CachedReq
 import copy, hashlib, numpy as np, torch
 from dataclasses import dataclass, field, replace
 from fastcore.basics import patch
-from ..config import LayerSpec, ModelConfig, VllmConfig, cdiv
+from ..config import LayerSpec, ModelConfig, VllmConfig, cdiv, check, check_int, check_choice, is_int, ArgTypeError
 from ..contracts import rows, lookahead
 from ..kernels.assemble import assemble_inputs, ASSEMBLE_BACKENDS
 from .outputs import ModelRunnerOutput, SchedulerOutput
@@ -68,9 +68,9 @@ class SamplingParams:
 
     def __post_init__(self):
         t = self.temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)): raise TypeError(f'temperature={t!r} must be a number')
-        if not t >= 0: raise ValueError(f'temperature={t!r} must be >= 0')
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int): raise TypeError(f'seed={self.seed!r} must be an int')
+        check(not isinstance(t, bool) and isinstance(t, (int, float)), 'temperature', t, 'a number >= 0', ArgTypeError)
+        check(t >= 0, 'temperature', t, 'a number >= 0')
+        check_int('seed', self.seed)
 
 def _generator(seed:int, req_id:str, position:int, purpose:str)->torch.Generator:
     "A CPU generator keyed by `(seed, request, token position, purpose)`: the same draw wherever that token is decided."
@@ -85,8 +85,8 @@ def _draw(weights:torch.Tensor, g:torch.Generator)->int:
 def _input_backend(backend:str|None, device)->str:
     "The input-assembly backend: `backend`, or 'triton' on CUDA and 'reference' elsewhere."
     if backend is None: return 'triton' if torch.device(device).type == 'cuda' else 'reference'
-    if backend not in ASSEMBLE_BACKENDS: raise ValueError(f'input_backend must be one of {ASSEMBLE_BACKENDS} or None, got {backend!r}')
-    if backend == 'triton' and torch.device(device).type != 'cuda': raise ValueError("input_backend='triton' needs device='cuda'")
+    check_choice('input_backend', backend, ASSEMBLE_BACKENDS)
+    check(backend != 'triton' or torch.device(device).type == 'cuda', 'input_backend', backend, "'triton' only with device='cuda'")
     return backend
 
 class ModelRunner:
@@ -106,14 +106,14 @@ class ModelRunner:
         self.cfg, self.fixes, self.kv_cfg = vllm_config, vllm_config.fixes, kv_cache_config
         spec = vllm_config.speculative_config
         self.method = spec.method if spec is not None else None
-        if self.method not in (None, 'mtp', 'eagle', 'dflash'): raise ValueError(f'method={self.method!r} is not implemented by the runner')
+        check_choice('method', self.method, (None, 'mtp', 'eagle', 'dflash'))  # what the runner implements
         self.k = spec.num_speculative_tokens if spec is not None else 0
         self.model = _placed(model or load_model(), device, dtype)  # never moves the caller's model
-        if self.method == 'mtp' and self.k > self.model.args.n_mtp: raise ValueError(f'num_speculative_tokens={self.k} > {self.model.args.n_mtp} MTP modules')
+        check(self.method != 'mtp' or self.k <= self.model.args.n_mtp, 'num_speculative_tokens', self.k, f'<= the model\'s {self.model.args.n_mtp} MTP modules')
         self.device, self.bs = device, kv_cache_config.block_size
         self.input_backend = _input_backend(input_backend, device)
         self.gdn_rule = rows.fixes_row_rule(self.fixes.gdn_decode_detection) if gdn_rule is None else gdn_rule
-        if self.gdn_rule not in rows.ROW_RULES: raise ValueError(f'gdn_rule must be one of {", ".join(rows.ROW_RULES)}, got {gdn_rule!r}')
+        check_choice('gdn_rule', self.gdn_rule, tuple(rows.ROW_RULES))
         num_slots = max_reqs + self._graph_steps()  # with CUDA graphs, one spare slot for padding rows
         self.cache = self.model.make_cache(kv_cache_config.num_blocks, self.bs, num_slots, self.k)
         self.attn_group = kv_cache_config.group_of(self.model.target.attn_layers()[0])
@@ -158,7 +158,7 @@ def capture_sizes(max_num_seqs:int, # the scheduler's running requests at most
     if sizes is None:
         top = min(max_num_seqs * q * 2, 512)
         sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
-    if any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in sizes): raise ValueError(f'cudagraph_capture_sizes={sizes!r} must be positive ints')
+    check(all(is_int(s) and s > 0 for s in sizes), 'cudagraph_capture_sizes', sizes, 'a list of positive ints')
     return sorted({cdiv(s, q) * q for s in sizes if cdiv(s, q) <= max_num_seqs})
 
 assert capture_sizes(16, 4)[:4] == [4, 8, 16, 24] and capture_sizes(16, 4)[-1] == 64
@@ -229,7 +229,7 @@ def _reprefill_inputs(self:ModelRunner, req:CachedRequestState,
                      )->tuple:
     "`(token ids, hidden states)` of the slot's last `num_reprefill_tokens` rows, as `_prepare_input_buffers_kernel` reads them."
     rows = self.cached_draft_input_ids.shape[1]
-    if self.reprefill_state not in REPREFILL_STATES: raise ValueError(f'reprefill_state must be one of {REPREFILL_STATES}, got {self.reprefill_state!r}')
+    check_choice('reprefill_state', self.reprefill_state, REPREFILL_STATES)
     written = min(num_reprefill_tokens, self.num_cached_rows[req.slot])
     if self.reprefill_state == 'reset on add': num_reprefill_tokens = written
     elif written < num_reprefill_tokens and self.on_stale_reprefill is not None:
@@ -906,7 +906,7 @@ def _graph_write_back(self:ModelRunner, g:DecodeGraph, reqs:list, sampled_token_
 def _graph_propose(self:ModelRunner, g:DecodeGraph, rows:list):
     "The MTP pass through its graph: each row's window (re-prefill rows from the slot, then the verified positions) on the host, one copy, one replay."
     h, q, k, W, cache_rows, n = g.h, g.q, g.k, g.q, g.rows, len(rows)
-    if self.reprefill_state not in REPREFILL_STATES: raise ValueError(f'reprefill_state must be one of {REPREFILL_STATES}, got {self.reprefill_state!r}')
+    check_choice('reprefill_state', self.reprefill_state, REPREFILL_STATES)
     reqs, windows = [r.req for r in rows], []
     for i, row in enumerate(rows):
         req, start, last = row.req, row.start, row.start + row.num_verified - 1

@@ -18,6 +18,7 @@ from .model import ModelArgs
 from .drafters import SpecModel, DATA, MODELS
 from .corpus import token_stream, text_batch, vocab_size, MASK_ID, CORPUS, TOKENIZER
 from .gdn import set_gdn_backend, gdn_backend, fla_backward_ok
+from ..config import check_choice
 
 # %% ../../nbs/15_text_training.ipynb #ef0844dc
 LAYER_KINDS = {'hybrid': ('gdn', 'full_attention', 'gdn', 'full_attention'), 'attn': ('full_attention',) * 4}
@@ -26,7 +27,7 @@ def text_args(kind:str='hybrid', # 'hybrid' (attention + GDN) or 'attn' (attenti
               tokenizer:str='bpe1024', # see the corpus notebook
               d_model:int=96, n_heads:int=3, head_dim:int=32, mlp_hidden:int=288, draft_mlp_hidden:int=192)->ModelArgs:
     "Sizes of a text model: the target and its four MTP modules, EAGLE layer and DFlash layer."
-    if kind not in LAYER_KINDS: raise ValueError(f'kind={kind!r} is invalid: must be one of {list(LAYER_KINDS)}')
+    check_choice('kind', kind, list(LAYER_KINDS))
     return ModelArgs(vocab_size=vocab_size(tokenizer), d_model=d_model, n_heads=n_heads, head_dim=head_dim,
                      mlp_hidden=mlp_hidden, layer_kinds=LAYER_KINDS[kind], n_mtp=4, dflash_layers=1, dflash_max_k=8,
                      mask_token_id=MASK_ID, draft_mlp_hidden=draft_mlp_hidden, tie_embeddings=True, gdn_chunk=64)
@@ -187,7 +188,7 @@ def train_variant(name:str='text-attn-convmtp', # a name in `VARIANTS`
                   time_budget:float=0 # seconds of steps; 0: no guard
                  )->tuple:
     "A variant's MTP on its base's frozen shipped target, the drafter stage's recipe: `(model, record)`."
-    if name not in VARIANTS: raise ValueError(f'name={name!r} is invalid: must be one of {list(VARIANTS)}')
+    check_choice('name', name, list(VARIANTS))
     v = VARIANTS[name]
     torch.manual_seed(cfg.seed); gen = torch.Generator().manual_seed(cfg.seed)
     base = load_model(v['base'])
