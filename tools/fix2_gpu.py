@@ -40,8 +40,9 @@ def prompt_pool(model:str='text-attn', force_file:bool=False)->list:
     if {k: d[k] for k in POOL} != POOL: sys.exit(f'{PROMPTS} holds other prompts than {POOL}')
     return d['prompts']
 
-def sync(device):
-    if str(device).startswith('cuda'): torch.cuda.synchronize()
+_spec = importlib.util.spec_from_file_location('gpu_profile', Path(__file__).with_name('gpu_profile.py'))
+G = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(G)  # the timing and profiling helpers
+sync = G.sync
 
 def timing_observer(device):
     "`observers(engines)` for the kit's `serve`: a `StepTimer` on the decoding engine."
@@ -84,12 +85,7 @@ def profile_observer(num_requests:int, n_steps:int, device):
         def stop(self):
             if self.prof is None or self.result is not None: return
             sync(device); wall = time.perf_counter() - self.t; self.prof.__exit__(None, None, None)
-            avg = self.prof.key_averages()
-            gpu_us = sum(getattr(e, 'self_device_time_total', getattr(e, 'self_cuda_time_total', 0)) for e in avg) if cuda else 0
-            launches, aten, n = sum(e.count for e in avg if 'LaunchKernel' in e.key), sum(e.count for e in avg if e.key.startswith('aten::')), max(self.done, 1)
-            self.result = dict(profiled_steps=self.done, profiled_wall_s=wall, gpu_busy_s=gpu_us / 1e6 if cuda else None,
-                               gpu_busy_share=gpu_us / 1e6 / max(wall, 1e-9) if cuda else None,
-                               kernel_launches_per_step=launches / n if cuda else None, aten_calls_per_step=aten / n)
+            self.result = G.profile_stats(self.prof, wall, self.done, cuda)
     return lambda engines: [Profiled(engines[-1])]
 
 def time_arm(arm, model, k, prompts, warm, max_tokens, device, sampling, profile_window):
@@ -101,12 +97,7 @@ def time_arm(arm, model, k, prompts, warm, max_tokens, device, sampling, profile
     if str(device).startswith('cuda'): torch.cuda.reset_peak_memory_stats()
     s = serve(arm, model, prompts, observers=timing_observer(device), **kw)
     timer, outputs, st = s.observers[0], s.outputs, s.stats
-    first, dur, toks = {}, {}, {}  # per request: the steps after its first token
-    for i, (d, got) in enumerate(timer.steps):
-        for rid, n in got.items():
-            if rid not in first: first[rid] = i; toks[rid] = n - 1; dur[rid] = 0.0
-            else: toks[rid] += n; dur[rid] += d
-    tpot = [dur[r] / toks[r] for r in first if toks[r] > 0]
+    tpot, _ = G.tpots(timer.steps)
     decode_s, n_out = sum(d for d, _ in timer.steps), sum(len(o) for o in outputs)
     try:  # what bounds the step: a profiled window of decoding steps on a fresh run
         p = serve(arm, model, prompts, observers=profile_observer(len(prompts), profile_window, device), **kw).observers[0]

@@ -1,8 +1,9 @@
-"""Timing and profiling of one engine's steps on one device: what `tools/engine_bench.py` measures with.
+"""Timing and profiling of one engine's steps on one device: what `tools/engine_bench.py` and `tools/fix2_gpu.py` measure with.
 
 * `StepTimer`: the wall time of each `engine.step()` (synchronised), the tokens each request got in it, and the time
   in `schedule()` and `execute_model`;
-* `profile_steps`: over a window of steps, torch.profiler's GPU busy time, kernel launches outside CUDA-graph replays
+* `tpots`: per-request TPOT from the timed steps;
+* `profile_steps` (and `profile_stats`, for a window profiled elsewhere): over a window of steps, torch.profiler's GPU busy time, kernel launches outside CUDA-graph replays
   (`cudaLaunchKernel` and its variants), graph replays (`cudaGraphLaunch`) and aten calls;
 * `build`: a standalone MTP engine sized for the prompts (greedy), and `decoding`: run it until every request decodes.
 
@@ -14,6 +15,15 @@ import torch
 def sync(device):
     "Wait for the device's queued work (a no-op on the CPU)."
     if str(device).startswith('cuda'): torch.cuda.synchronize()
+
+def tpots(steps:list)->tuple:
+    "Per-request TPOT in seconds from `[(step seconds, {request: new tokens})]` (the steps after its first token, over its tokens after the first), and each request's first step."
+    first, dur, toks = {}, {}, {}
+    for i, (s, got) in enumerate(steps):
+        for rid, n in got.items():
+            if rid not in first: first[rid], toks[rid], dur[rid] = i, n - 1, 0.0
+            else: toks[rid] += n; dur[rid] += s
+    return [dur[r] / toks[r] for r in first if toks[r] > 0], first
 
 class StepTimer:
     "Wall time of each step of one engine (synchronised), the tokens each request got in it, and the time in `schedule()` and `execute_model`."
@@ -34,12 +44,7 @@ class StepTimer:
 
     def summary(self, n_requests:int)->dict:
         "Step time, decode-step time (steps after every request's first token in which all of them got tokens), TPOT, tokens/s."
-        first, dur, toks = {}, {}, {}
-        for i, (s, got) in enumerate(self.steps):
-            for rid, n in got.items():
-                if rid not in first: first[rid], toks[rid], dur[rid] = i, n - 1, 0.0
-                else: toks[rid] += n; dur[rid] += s
-        tpot = [dur[r] / toks[r] for r in first if toks[r] > 0]
+        tpot, first = tpots(self.steps)
         steps = [s for s, _ in self.steps]
         start = max(first.values(), default=0)
         decode = [s for i, (s, got) in enumerate(self.steps) if i > start and len(got) == n_requests]
@@ -58,16 +63,23 @@ def profile_steps(engine_step, n_steps:int, device)->dict:
     with profile(activities=acts) as prof:
         for _ in range(n_steps): engine_step()
         sync(device)
-    wall = time.perf_counter() - t
-    avg = prof.key_averages()
+    return profile_stats(prof, time.perf_counter() - t, n_steps, cuda)
+
+def profile_stats(prof, # a finished `torch.profiler.profile`
+                  wall:float, # the window's wall time, in seconds
+                  n_steps:int, # the steps in the window
+                  cuda:bool, # whether CUDA activity was recorded
+                 )->dict:
+    "GPU busy time, kernel launches outside graph replays, graph replays and aten calls per step, from a profiled window."
+    avg, n = prof.key_averages(), max(n_steps, 1)
     gpu_us = sum(getattr(e, 'self_device_time_total', 0) or getattr(e, 'self_cuda_time_total', 0) for e in avg
                  if getattr(e, 'device_type', None) == torch.autograd.DeviceType.CUDA) if cuda else 0
     count = lambda pred: sum(e.count for e in avg if pred(e.key))
     return dict(profiled_steps=n_steps, profiled_wall_s=wall, gpu_busy_s=gpu_us / 1e6 if cuda else None,
                 gpu_busy_share=gpu_us / 1e6 / max(wall, 1e-9) if cuda else None,
-                kernel_launches_per_step=count(lambda k: 'LaunchKernel' in k) / n_steps if cuda else None,
-                graph_replays_per_step=count(lambda k: 'GraphLaunch' in k) / n_steps if cuda else None,
-                aten_calls_per_step=count(lambda k: k.startswith('aten::')) / n_steps)
+                kernel_launches_per_step=count(lambda k: 'LaunchKernel' in k) / n if cuda else None,
+                graph_replays_per_step=count(lambda k: 'GraphLaunch' in k) / n if cuda else None,
+                aten_calls_per_step=count(lambda k: k.startswith('aten::')) / n)
 
 def build(model, k:int, n_prompts:int, prompt_len:int, max_tokens:int, device):
     "A standalone MTP engine (greedy, fixed 0.33.0) with a block pool and batch budget sized for `n_prompts` prompts."

@@ -12,6 +12,7 @@ __all__ = ['INSTALL_HINT', 'saved_versions', 'saved_audit', 'compare', 'vllm_ver
 import argparse, importlib, importlib.metadata as md, importlib.resources, json, os, sys, time
 from pathlib import Path
 from ..config import check_output_path
+from ..tables import reader_table
 from .harness import Finding, registered_probes
 
 # %% ../../nbs/72_audit.ipynb #f83cc182
@@ -76,7 +77,6 @@ def table(findings:list, # `Finding`s or their dicts
 
 def markdown_table(findings:list)->str:
     "The audit as a Markdown table (for the docs), through the pages' one `reader_table`."
-    from vllm_pd_spec.tables import reader_table
     rows = [f if isinstance(f, dict) else f.as_dict() for f in findings]
     verdict = lambda r: r['verdict'] + (' (by source)' if r.get('how') == 'by source' else '')
     return reader_table([{'contract': r['contract'], 'where in vLLM': f"`{r['location']}`", 'verdict': f'**{verdict(r)}**',

@@ -695,14 +695,9 @@ def _propose_dflash_batch(self:ModelRunner, rows:list):
 
 # %% ../../nbs/36_runner.ipynb #c0da0a02
 @patch
-def _graphs_possible(self:ModelRunner)->bool:
-    "Decode steps may replay CUDA graphs: a CUDA device and `enforce_eager` off."
-    return torch.device(self.device).type == 'cuda' and not self.enforce_eager
-
-@patch
 def _uniform_decode(self:ModelRunner, scheduler_output:SchedulerOutput)->bool:
     "A pure decode step every row of which is `1 + k` tokens (upstream's `uniform_decode`), within the captured sizes: the steps that replay."
-    if not (self._graphs_possible() or self._graph_eager_test) or not self.batched_drafter: return False
+    if not self._graph_steps() or not self.batched_drafter: return False
     if (M.PAGED_ATTENTION or ('gather' if torch.device(self.device).type == 'cuda' else 'rows')) != 'gather': return False
     q, n = 1 + self.k, len(scheduler_output.num_scheduled_tokens)
     if not n or n * q > self._capture_sizes[-1]: return False
