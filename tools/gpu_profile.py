@@ -82,10 +82,10 @@ def profile_stats(prof, # a finished `torch.profiler.profile`
                 aten_calls_per_step=count(lambda k: k.startswith('aten::')) / n)
 
 def build(model, k:int, n_prompts:int, prompt_len:int, max_tokens:int, device):
-    "A standalone MTP engine (greedy, fixed 0.33.0) with a block pool and batch budget sized for `n_prompts` prompts."
+    "A standalone MTP engine (greedy, fixed 0.33.0) with a block pool and batch budget sized for `n_prompts` prompts (all prefilled in one step, so all decode together)."
     from vllm_pd_spec.config import SchedulerConfig, CacheConfig, cdiv
     from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
-    sched = SchedulerConfig(max_num_batched_tokens=max(512, prompt_len * 2), max_num_seqs=n_prompts)
+    sched = SchedulerConfig(max_num_batched_tokens=max(512, n_prompts * prompt_len), max_num_seqs=n_prompts)  # every prompt in one step
     groups = 1 + any(kind == 'gdn' for kind in model.args.layer_kinds)
     blocks = groups * n_prompts * (cdiv(prompt_len + max_tokens + 2 * k + 2, 16) + 1) + 2
     return LLMEngine(make_config('mtp', k, model=model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=blocks)),
