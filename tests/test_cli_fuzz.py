@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from vllm_pd_spec import cli
 from vllm_pd_spec.audit import main as audit_main
-from vllm_pd_spec.experiments import reproduce
+from vllm_pd_spec import reproduce
 from vllm_pd_spec.experiments.common import ExperimentResult
 from vllm_pd_spec.kernels import bench
 

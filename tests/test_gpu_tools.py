@@ -1,5 +1,5 @@
 "The GPU run's tools: `make gpu-test` offline, the wheels it carries, the per-fix timer's import parse, the benchmark's CPU dry run."
-import importlib.util, json, re, subprocess, sys
+import importlib.util, json, os, re, subprocess, sys
 from pathlib import Path
 import pytest
 
@@ -38,7 +38,7 @@ def test_engine_bench_dry_run(tmp_path):
     "The benchmark on a CPU, tiny: every path's tokens equal the batched path's; k MTP forwards per step batched, k per row per request."
     out = tmp_path / 'b.json'
     subprocess.run([sys.executable, str(ROOT / 'tools' / 'engine_bench.py'), '--device', 'cpu', '--dry-run', '--out', str(out)],
-                   check=True, capture_output=True, cwd=ROOT, env={'PYTHONPATH': str(ROOT), 'PATH': '/usr/bin:/bin'})
+                   check=True, capture_output=True, cwd=ROOT, env={'PYTHONPATH': os.pathsep.join([str(ROOT), os.environ.get('PYTHONPATH', '')]), 'PATH': '/usr/bin:/bin'})  # the caller's path too: where the GPU run's site lies
     run = json.loads(out.read_text())
     assert run['complete'] and all(all(v.values()) for v in run['float64_paths_equal'].values())
     k = run['args']['k']

@@ -1,6 +1,6 @@
 "`reproduce --device cuda` runs the whole table: an experiment that runs on the CPU only runs there and its row says so."
 import argparse, importlib, torch
-from vllm_pd_spec.experiments import reproduce as R
+from vllm_pd_spec import reproduce as R
 from vllm_pd_spec.experiments.common import ExperimentResult
 
 def test_cuda_runs_every_fix(monkeypatch, capsys, tmp_path):

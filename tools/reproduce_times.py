@@ -57,13 +57,13 @@ def main(argv=None):
             run['whole'] = dict(wall_s=round(wall, 2), exit_status=rc, seconds={r['fix']: r['seconds'] for r in res})
             print('whole:', run['whole'], flush=True)
     probes = {'python': 'pass', 'import torch': 'import torch',
-              'import the reproduce and experiment modules': 'import vllm_pd_spec.experiments.reproduce; ' +
+              'import the reproduce and experiment modules': 'import vllm_pd_spec.reproduce; ' +
               '; '.join(f'import vllm_pd_spec.experiments.{m}' for m in MODULES)}
     if a.device == 'cuda': probes['import torch, CUDA initialised'] = "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"
     for name, code in probes.items():
         walls = [timed([sys.executable, '-c', code])[0] for _ in range(1)]
         run['startup'][name] = round(min(walls), 2)
-    run['importtime_top'] = importtime('import vllm_pd_spec.experiments.reproduce; ' + '; '.join(f'import vllm_pd_spec.experiments.{m}' for m in MODULES))
+    run['importtime_top'] = importtime('import vllm_pd_spec.reproduce; ' + '; '.join(f'import vllm_pd_spec.experiments.{m}' for m in MODULES))
     print('startup:', run['startup'], flush=True)
     for r in run['importtime_top']: print(f"  {r['cumulative_ms']:9.1f} ms cumulative {r['self_ms']:8.1f} ms self  {r['module']}")
     Path(a.out).write_text(json.dumps(run, indent=1))

@@ -16,7 +16,7 @@ from . import __version__
 COMMANDS = {  # name: (module that implements it, one-line help)
     'info': ('vllm_pd_spec.cli', 'versions of python, torch, triton, nixl and vllm; CUDA; active fast paths; shipped models'),
     'explain': ('vllm_pd_spec.explain', 'your deployment (a vllm serve line, its config.json, the release): affected or not per page, and what to do'),
-    'reproduce': ('vllm_pd_spec.experiments.reproduce', 'run the six experiments, fix off and on'),
+    'reproduce': ('vllm_pd_spec.reproduce', 'run the six experiments, fix off and on'),
     'audit': ('vllm_pd_spec.audit.main', 'check the installed vLLM against the contracts'),
     'bench': ('vllm_pd_spec.kernels.bench', 'benchmark or sweep the input-assembly kernel'),
     'soak': ('vllm_pd_spec.experiments.soak', 'drive a P/D pair with bursts, aborts and transfer faults; check every output, leak and memory'),
