@@ -54,6 +54,13 @@ class StepTimer:
                     tpot_ms_median=1e3 * statistics.median(tpot) if tpot else None, output_tokens_per_s=n_out / total,
                     execute_share=sum(self.execute_s) / total, schedule_share=sum(self.schedule_s) / total)
 
+def warm_profiler(device):
+    "Start and stop torch.profiler once on a small matmul, so that the first measured window does not pay the profiler's start-up (seconds with CUDA)."
+    from torch.profiler import profile, ProfilerActivity
+    cuda = str(device).startswith('cuda')
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])):
+        x = torch.ones(64, 64, device=device); (x @ x).sum().item()
+
 def profile_steps(engine_step, n_steps:int, device)->dict:
     "GPU busy time, kernel launches outside graph replays, graph replays and aten calls over `n_steps` steps (torch.profiler), against their wall time."
     from torch.profiler import profile, ProfilerActivity
