@@ -15,6 +15,7 @@ import io
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 from IPython.display import Image, display
+from .config import ArgTypeError, check, check_choice, check_int
 
 # %% ../nbs/00a_plotting.ipynb #e969e147
 ARM_COLORS = {  # arm: colour, the same on every page
@@ -30,7 +31,7 @@ def arm_color(arm:str, # an arm's name: a key of `ARM_COLORS`, in any case, spac
              )->str:
     "The colour every page draws `arm` in."
     key = str(arm).lower().replace(' ', '')
-    if key not in ARM_COLORS: raise ValueError(f'arm {arm!r} has no colour; known arms: {", ".join(ARM_COLORS)}')
+    check(key in ARM_COLORS, 'arm', arm, 'an arm with a colour: ' + ', '.join(ARM_COLORS))
     return ARM_COLORS[key]
 
 # %% ../nbs/00a_plotting.ipynb #916dda50
@@ -47,7 +48,7 @@ def figure(ncols:int=1, # panels side by side
            **kwargs, # passed to `plt.subplots` (`sharey=True`, ...)
           ):
     "`(fig, axes)` from `plt.subplots`, as wide as the page's column, in the site's style."
-    if ncols < 1 or nrows < 1: raise ValueError(f'figure: ncols and nrows must be >= 1, got {ncols}, {nrows}')
+    check_int('ncols', ncols, 1); check_int('nrows', nrows, 1)
     mpl.rcParams.update(RC)
     return plt.subplots(nrows, ncols, figsize=(COLUMN_PX / 100, height or 2.6 * nrows), dpi=100,
                         layout='constrained', **kwargs)
@@ -59,7 +60,7 @@ def legend_outside(fig, # a figure from `figure`: its panels' labelled artists m
                   ):
     "One legend for all of `fig`'s panels, outside the data."
     locs = {'right': 'outside right upper', 'bottom': 'outside lower center'}
-    if where not in locs: raise ValueError(f"legend_outside: where must be 'right' or 'bottom', got {where!r}")
+    check_choice('where', where, tuple(locs))
     handles = {}
     for ax in fig.axes:
         for h, label in zip(*ax.get_legend_handles_labels()): handles.setdefault(label, h)
@@ -79,7 +80,7 @@ def label_bars(ax, # the panel the bars are on
                **kwargs, # passed to `ax.bar_label`
               ):
     "Write every bar's value at its end, a zero bar's included."
-    if not hasattr(bars, 'patches'): raise ValueError(f'label_bars: bars must be what ax.bar returned, got {type(bars).__name__}')
+    check(hasattr(bars, 'patches'), 'bars', bars, 'what ax.bar or ax.barh returned', ArgTypeError)
     return ax.bar_label(bars, labels=[fmt.format(v) for v in bars.datavalues], padding=2, fontsize=8, **kwargs)
 
 # %% ../nbs/00a_plotting.ipynb #7d223ea9
@@ -156,7 +157,7 @@ def to_image(fig, # a figure from `figure`
              strict:bool=False, # raise on a broken plot rule (`layout_problems`) instead of warning
             )->Image:
     "`fig` as a PNG at page resolution with `alt` as its alt text, its plot rules checked; closes `fig`."
-    if not isinstance(alt, str) or not alt.strip(): raise ValueError('alt: say what the plot shows')
+    check(isinstance(alt, str) and bool(alt.strip()), 'alt', alt, 'a sentence saying what the plot shows')
     problems = layout_problems(fig)
     if problems and strict: plt.close(fig); raise ValueError('plot rules broken: ' + '; '.join(problems))
     if problems: warnings.warn('plot rules broken: ' + '; '.join(problems), PlotLayoutWarning, stacklevel=2)
