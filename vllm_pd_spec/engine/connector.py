@@ -10,7 +10,7 @@ __all__ = ['ReqMeta', 'PDConnectorMetadata', 'PDConnectorScheduler']
 # %% ../../nbs/33_engine_connector.ipynb #8a9b2874
 from fastcore.basics import patch
 from dataclasses import dataclass, field
-from ..config import VllmConfig, cdiv
+from ..config import VllmConfig, cdiv, check, ArgTypeError
 from ..contracts import backoff, lookahead
 from .request import Request, RequestStatus
 from .kv_cache_manager import KVCacheBlocks, KVCacheConfig
@@ -137,6 +137,6 @@ def prefill_backoff(self:PDConnectorScheduler)->int:
 def override_prefill_backoff(self:PDConnectorScheduler, rule # `rule(has_mamba, lookahead) -> int`, in place of the connector's own
                             ):
     "Make this connector's backoff `rule(has_mamba, lookahead)` (an experiment's arm; P's and D's must agree)."
-    if not callable(rule): raise TypeError(f'rule={rule!r}: a function (has_mamba, lookahead) -> int')
+    check(callable(rule), 'rule', rule, 'a function (has_mamba, lookahead) -> int', ArgTypeError)
     L = lookahead.num_prefill_lookahead_tokens(self.vllm_config.speculative_config)
     self._prefill_backoff = lambda: rule(self._has_mamba, L)

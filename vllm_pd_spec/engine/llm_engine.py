@@ -11,7 +11,7 @@ __all__ = ['make_config', 'StepObserver', 'EngineDeadError', 'LLMEngine', 'peak_
 import itertools, torch
 from fastcore.basics import patch
 from ..contracts import slots
-from ..config import VllmConfig, SpeculativeConfig, SchedulerConfig, CacheConfig, Fixes, cdiv, is_int, make_kv_transfer_params
+from ..config import VllmConfig, SpeculativeConfig, SchedulerConfig, CacheConfig, Fixes, cdiv, is_int, make_kv_transfer_params, check, ArgTypeError
 from .request import Request, RequestStatus
 from .outputs import SchedulerOutput, ModelRunnerOutput, EngineCoreOutput
 from .kv_cache_manager import KVCacheConfig, SlotChecker, get_kv_cache_config
@@ -186,7 +186,7 @@ def _field(ok:bool, request, name:str, value, allowed:str, exc=ValueError):
 def check_request(self:LLMEngine, request:Request):
     "Refuse a request the engine cannot run (a `ValueError` or `TypeError` naming the field); queue nothing."
     rid = request.request_id
-    if not (isinstance(rid, str) and rid): raise TypeError(f'request_id={rid!r:.80} is invalid: must be a non-empty str')
+    check(isinstance(rid, str) and bool(rid), 'request_id', rid, 'a non-empty str', ArgTypeError)
     _field(rid not in self.scheduler.requests, request, 'request_id', rid, 'unique among the requests in flight')
     _field(self.scheduler.connector is None or rid not in self.scheduler.finished_req_ids, request, 'request_id', rid,  # freed next step
            'not the id of a request that finished in the last step (its per-request state is freed in the next one)')
