@@ -411,7 +411,7 @@ def plot_acceptance(rows:dict, # {arm: row} of one setting
     lo = min(r['mean_acceptance_length'] for r in rows.values())
     a0.set_ylim(max(1, lo - 0.3), None); a0.set_xticks([]); a0.set_title("vLLM's mean acceptance length")
     a1.set_title('per-position acceptance'); a1.set_xlabel('draft position'); a1.set_xticks(range(1, len(pp) + 1))
-    a2.set_title('by decode step'); a2.set_xlabel("request's i-th decode step (vLLM's count)")
+    a2.set_title('by decode step'); a2.set_xlabel("i-th decode step (vLLM's count)")
     legend_outside(fig, 'bottom'); fig.suptitle(title, fontsize=9)
     show(fig, alt=f'Three panels for {title}: mean acceptance length per arm (bars), per-position acceptance per arm (lines), '
                   f'and mean acceptance length at each request\'s i-th decode step per arm (lines).')
@@ -470,7 +470,7 @@ def plot_sweep(summary:list, # `summarize(...)`
             ax.errorbar(x, [r['diff'] for r in rs], yerr=[r['diff_ci'] for r in rs], color=_arm_color(a), marker='o', ls='none',
                         capsize=2, label=_name(a, rs[0]))
         ax.set_title(m); ax.set_xlabel('k (MTP modules)'); ax.set_xticks(sorted({r['k'] for r in summary}))
-    _grid([(m,) for m in models], len(models), draw, 'acceptance length − standalone', 2.6,
+    _grid([(m,) for m in models], len(models), draw, 'Δ vs standalone', 2.6,
           f'Mean acceptance length of each P/D arm minus standalone on the same prompts, against k, one panel per model '
           f'({", ".join(models)}), {_sampling(temperature)}, with 95% intervals paired per request (every request of every seed).')
 
