@@ -261,13 +261,13 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, float64, CPU): the arms in
          "before #55055 (model and k not given); nothing here is tuned toward it. GPU timing: tools/fix2_gpu.py.")
 
 def _setting(job:tuple, bar=None)->tuple:
-    "Every arm of one `(index, model, k, temperature, seed, num_prompts, max_tokens, device, transport)`, one torch thread: `(index, rows, seconds)`."
-    i, model_name, k, temperature, seed, num_prompts, max_tokens, device, transport = job
+    "Every arm of one `(model, k, temperature, seed, num_prompts, max_tokens, device, transport)` in one torch thread: `(rows, seconds)`."
+    model_name, k, temperature, seed, num_prompts, max_tokens, device, transport = job
     t0 = time.time()
     with torch_threads(1):
         res = run_setting(model_name, k, prompt_set(model_name, seed, num_prompts), temperature, seed, max_tokens, device=device,
                           transport=transport, bar=bar)
-    return i, [dict(model=model_name, k=k, temperature=temperature, seed=seed, **r) for r in res.values()], round(time.time() - t0, 1)
+    return [dict(model=model_name, k=k, temperature=temperature, seed=seed, **r) for r in res.values()], round(time.time() - t0, 1)
 
 def run_settings(settings:list, # `(model, k, temperature, seed)` tuples
                  num_prompts:int, # prompts per setting (`prompt_set`)
@@ -275,18 +275,18 @@ def run_settings(settings:list, # `(model, k, temperature, seed)` tuples
                  device:str='cpu', transport:str='local',
                  processes:int=1, # more than 1: the settings in a pool of spawned processes, one torch thread each
                  bar=None, # a progress bar (`.update()` per arm), or None
-                 on_setting=None, # `on_setting(rows, seconds)` as each setting finishes (in any order with a pool)
+                 on_setting=None, # `on_setting(rows, seconds)` after each setting, in the order of `settings`
                 )->list:
     "Every arm of every setting: the rows in the order of `settings`, the same with any number of `processes`."
     check_int('processes', processes, 1)
-    jobs, done = [(i, *s, num_prompts, max_tokens, device, transport) for i, s in enumerate(settings)], {}
+    jobs, out = [(*s, num_prompts, max_tokens, device, transport) for s in settings], []
     with multiprocessing.get_context('spawn').Pool(min(processes, len(jobs))) if processes > 1 else contextlib.nullcontext() as pool:
         from vllm_pd_spec.experiments.backoff import _setting as job  # the package's: a pool finds a function by its module
-        for i, rows, seconds in pool.imap_unordered(job, jobs) if pool else (_setting(j, bar) for j in jobs):
-            done[i] = rows
+        for rows, seconds in pool.imap(job, jobs) if pool else (_setting(j, bar) for j in jobs):
+            out += rows
             if pool and bar is not None: bar.update(len(rows))
             if on_setting is not None: on_setting(rows, seconds)
-    return [r for i in sorted(done) for r in done[i]]
+    return out
 
 def _r4(x):
     "`x` with every float rounded to 4 digits, in lists and dicts too: the figures `reproduce --json` writes."
