@@ -129,9 +129,3 @@ def test_arguments_are_checked():
     for call, field in ((lambda: X.prompt_set('text-attn', 3, 2), 'seed=3'), (lambda: X.run_setting('text-attn', 2, [[1]], arms=('legacy',)), 'arms='),
                         (lambda: X.run(temperatures=(0.0,)), 'temperatures='), (lambda: X.run_settings([], 1, processes=0), 'processes=0')):
         with pytest.raises(ValueError, match=f'^{field}.* is invalid: must be'): call()
-
-@pytest.mark.slow
-def test_pool_gives_the_serial_rows():
-    "Two settings in two spawned processes: the serial run's rows, in its order, apart from their times."
-    settings, untimed = [('text-attn', 2, 0.0, 0), ('text-attn', 2, 1.0, 1)], lambda rows: [{f: v for f, v in r.items() if f != 'seconds'} for r in rows]
-    assert untimed(X.run_settings(settings, 1, 8, processes=2)) == untimed(X.run_settings(settings, 1, 8))
