@@ -83,7 +83,7 @@ lab: $(VENV)/.installed-lab
 # torch and triton: `make gpu-test GPU_PY=python3` installs nothing over the network; nbdev, execnb, ipython, fastcore and
 # their pure-Python needs come from the wheels in $(WHL) (tools/gpu_wheels.txt says how to fetch them), unpacked into
 # $(GPU_SITE). GPU_TEST_ARGS: more nbdev-test options (e.g. --n-workers 8; --skip-file-re '^(_|52_)' leaves out fix 2's
-# serial sweep, a slow cell of tens of minutes on one core, which tools/fix2_arms.py runs one process per setting).
+# full sweep, a slow cell that runs one process per core, as tools/fix2_arms.py does).
 GPU_PY ?=
 WHL ?= .whl
 GPU_SITE ?= /tmp/vllm-pd-spec-gpu-site

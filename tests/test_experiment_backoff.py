@@ -123,3 +123,9 @@ def test_eagle_on_gdn_keeps_one_entry():
             assert res['tainted_entries'] == res['requests_tainted'] == wrong > 0
         else: assert res['tainted_entries'] == 0
     assert B.tainted_entries(n, 1, 1) == 1 and B.tainted_entries(n, 1, 1, num_matched=1) == 0
+
+def test_arguments_are_checked():
+    "Each bad argument is refused by config's one check, naming the field."
+    for call, field in ((lambda: X.prompt_set('text-attn', 3, 2), 'seed=3'), (lambda: X.run_setting('text-attn', 2, [[1]], arms=('legacy',)), 'arms='),
+                        (lambda: X.run(temperatures=(0.0,)), 'temperatures='), (lambda: X.run_settings([], 1, processes=0), 'processes=0')):
+        with pytest.raises(ValueError, match=f'^{field}.* is invalid: must be'): call()
