@@ -82,8 +82,8 @@ lab: $(VENV)/.installed-lab
 # On a CUDA machine: the GPU and slow notebook cells, and the GPU-marked tests. Offline, with a python that already holds
 # torch and triton: `make gpu-test GPU_PY=python3` installs nothing over the network; nbdev, execnb, ipython, fastcore and
 # their pure-Python needs come from the wheels in $(WHL) (tools/gpu_wheels.txt says how to fetch them), unpacked into
-# $(GPU_SITE). GPU_TEST_ARGS: more nbdev-test options (e.g. --n-workers 8; --skip-file-re '^(_|52_)' leaves out fix 2's
-# full sweep, a slow cell that runs one process per core, as tools/fix2_arms.py does).
+# $(GPU_SITE). GPU_TEST_ARGS: more nbdev-test options (e.g. --n-workers 8). Fix 2's full sweep, a slow cell, runs one
+# process per core, as tools/fix2_arms.py does.
 GPU_PY ?=
 WHL ?= .whl
 GPU_SITE ?= /tmp/vllm-pd-spec-gpu-site

@@ -41,7 +41,7 @@ wait_sweep() {
   kill -0 $SWEEP_PID 2>/dev/null && { echo "== sweep cut at the deadline"; kill $SWEEP_PID; rc=1; }
   wait $SWEEP_PID; cat $R/sweep.log; SWEEP_PID=
 }
-SKIP_RE=${SKIP_RE:-^(_|52_)}  # 52: its slow cell is the serial sweep, which `sweep` times on many cores
+SKIP_RE=${SKIP_RE:-^_}  # notebooks whose name starts with _ are not pages
 for s in $STEPS; do case $s in
   times) wait_sweep; step $R/times.log python3 tools/reproduce_times.py --device ${TIMES_DEVICE:-cuda} --fixes ${FIXES:-1,2,3,4,5,6} ${WHOLE:+--whole} \
            --out $R/reproduce_times_h200.json ;;
