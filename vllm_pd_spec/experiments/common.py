@@ -16,7 +16,7 @@ import contextlib, json, math, time, torch
 from statistics import mean, stdev
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
-from ..config import Fixes, SchedulerConfig, CacheConfig, cdiv
+from ..config import Fixes, SchedulerConfig, CacheConfig, cdiv, check, check_int, check_choice, check_type, is_int
 from ..engine.request import Request
 from ..engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
 from ..engine.runner import SamplingParams
@@ -64,18 +64,18 @@ def torch_threads(n:int=1 # torch intra-op threads inside the block
 def check_device(device:str # 'cpu' or 'cuda'
                 )->str:
     "`device`, or a ValueError saying why the engine cannot run there."
-    if device not in ('cpu', 'cuda'): raise ValueError(f"device={device!r}: the engine runs on 'cpu' or 'cuda'")
-    if device == 'cuda' and not torch.cuda.is_available(): raise ValueError("device='cuda': torch sees no CUDA device")
+    check_choice('device', device, ('cpu', 'cuda'))
+    check(device == 'cpu' or torch.cuda.is_available(), 'device', device, "'cpu' here: torch sees no CUDA device")
     return device
 
 def check_transport(transport:str # 'local' or 'nixl'
                    )->str:
     "`transport`, or a ValueError saying why a P/D pair cannot use it."
-    if transport not in ('local', 'nixl'): raise ValueError(f"transport={transport!r}: 'local' or 'nixl'")
+    check_choice('transport', transport, ('local', 'nixl'))
     if transport == 'nixl':
         from vllm_pd_spec.engine.nixl_transport import nixl_status
         ok, why = nixl_status()
-        if not ok: raise ValueError(f"transport='nixl': {why}")
+        check(ok, 'transport', transport, f"'local' here: {why}")
     return transport
 
 def make_transport(transport:str='local', # 'local' or 'nixl'
@@ -106,10 +106,10 @@ class Arm:
     backoff:object=None # `backoff(has_mamba, lookahead) -> int` on both connectors, in place of their own
 
     def __post_init__(self):
-        if not (isinstance(self.name, str) and self.name): raise ValueError(f'name={self.name!r}: a non-empty str')
-        if self.role not in ROLES: raise ValueError(f'role={self.role!r}: one of {ROLES}')
-        if not isinstance(self.fixes, Fixes): raise TypeError(f'fixes={self.fixes!r}: a config.Fixes')
-        if self.backoff is not None and not self.pd: raise ValueError(f'backoff: arm {self.name!r} is not a P/D pair')
+        check(isinstance(self.name, str) and self.name != '', 'name', self.name, 'a non-empty str')
+        check_choice('role', self.role, ROLES)
+        check_type('fixes', self.fixes, Fixes, 'a config.Fixes')
+        check(self.backoff is None or self.pd, 'backoff', self.backoff, f'None: arm {self.name!r} is not a P/D pair')
 
     @property
     def ours(self)->bool: return self.role == 'ours'
@@ -122,7 +122,7 @@ def arms(*arms:Arm)->dict:
     "`{name: arm}`, refusing a name given twice."
     out = {}
     for a in arms:
-        if a.name in out: raise ValueError(f'arms: the name {a.name!r} is given twice')
+        check(a.name not in out, 'name', a.name, 'given to one arm only')
         out[a.name] = a
     return out
 
@@ -135,7 +135,7 @@ def pool_blocks(model, # the weights: their layer kinds say how many KV groups d
                 block_size:int=16, # tokens per KV block
                )->int:
     "Blocks for every request at once, prompt, outputs and drafts, in every KV group, and the null block."
-    if not prompts: raise ValueError('prompts: none to size the pool for')
+    check(len(prompts) > 0, 'prompts', prompts, 'at least one prompt to size the pool for')
     groups = 1 + any(kind == 'gdn' for kind in model.args.layer_kinds)
     return groups * max(len(prompts), max_num_seqs) * (cdiv(max(map(len, prompts)) + max_tokens + 2 * k + 2, block_size) + 1) + 2
 
@@ -163,8 +163,8 @@ def _observe(served_engines:tuple, observers):
     if observers is None: return None
     if isinstance(observers, dict):
         bad = set(observers) - {'P', 'D'}
-        if bad: raise ValueError(f"observers: the keys are 'P' and 'D', not {sorted(bad)}")
-        if 'P' in observers and len(served_engines) == 1: raise ValueError("observers: 'P' given for an arm without a P/D pair")
+        check(not bad, 'observers', observers, f"keyed by 'P' and 'D', not {sorted(bad)}")
+        check('P' not in observers or len(served_engines) == 2, 'observers', observers, "without 'P': the arm is not a P/D pair")
         sides = dict(zip(('P', 'D'), served_engines)) if len(served_engines) == 2 else {'D': served_engines[0]}
         for side, obs in observers.items():
             for o in obs: sides[side].add_observer(o)
@@ -190,12 +190,11 @@ def serve(arm:Arm, # what to build
           **engine_kw, # more `LLMEngine` arguments, and a P/D arm's `PDPair` ones (`decode_k`, `prefill_kw`, `decode_kw`, `d_prefills`); the arm's `engine` wins
          )->Served:
     "Serve `prompts` in one arm: the engines built with the pool sized once, the arm's settings, the observers, one run."
-    if not isinstance(arm, Arm): raise TypeError(f'arm={arm!r}: an Arm')
+    check_type('arm', arm, Arm, 'an Arm')
     need = pool_blocks(model, prompts, max_tokens, k if method else 0, max_num_seqs)
-    if num_blocks is None: num_blocks = need
-    elif num_blocks < need:
-        raise ValueError(f'num_blocks={num_blocks}: too small for {len(prompts)} prompts of up to {max(map(len, prompts))} tokens and '
-                         f'{max_tokens} more each (k={k}); a request would be preempted: give at least {need}')
+    num_blocks = need if num_blocks is None else num_blocks
+    check(num_blocks >= need, 'num_blocks', num_blocks, f'at least {need}: with fewer, {len(prompts)} prompts of up to '
+          f'{max(map(len, prompts))} tokens and {max_tokens} more each (k={k}) would be preempted')
     sched = SchedulerConfig(**dict(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs) | (scheduler or {}) | arm.scheduler)
     kw = dict(device=check_device(device), dtype=next(model.parameters()).dtype) | engine_kw | arm.engine
     if arm.pd:
@@ -225,7 +224,7 @@ def kv_slots(runner, # an engine's `ModelRunner`
              positions, # positions of that request
             )->list:
     "The KV slot of each of `positions` of request `req_id` (its block-table row, entry `position // block_size`)."
-    if req_id not in runner.requests: raise KeyError(f'req_id={req_id!r}: the runner holds no such request')
+    check(req_id in runner.requests, 'req_id', req_id, 'a request the runner holds', KeyError)
     row, bs = runner.block_table[runner.requests[req_id].slot], runner.bs
     return [int(row[p // bs]) * bs + p % bs for p in positions]
 
@@ -298,7 +297,7 @@ def save_run(name:str, # the run's name: the file is `name.json`
              folder, # where to write it (e.g. `runs_dir()`): the package never picks it itself
             )->Path:
     "Write a run as `folder/name.json`; its path."
-    if folder is None: raise ValueError('folder: give the folder to write into (e.g. runs_dir())')
+    check(folder is not None, 'folder', folder, 'the folder to write into (e.g. runs_dir())')
     p = Path(folder) / f'{name}.json'
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(result.to_json() if hasattr(result, 'to_json') else result, indent=1, default=str) + '\n')
@@ -338,14 +337,14 @@ _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 
 
 def t975(df:int)->float:
     "Student's t 97.5% quantile: the table to 30 degrees of freedom, then the Cornish-Fisher expansion (error < 0.001)."
-    if df < 1: raise ValueError(f'df={df!r}: must be >= 1')
+    check_int('df', df, 1)
     if df in _T975: return _T975[df]
     z = 1.959963984540054
     return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
 
 def mean_ci(xs:list)->tuple:
     "`(mean, half-width of the 95% interval)` over `xs` (Student's t; 0 for one value)."
-    if not xs: raise ValueError('xs: no values')
+    check(len(xs) > 0, 'xs', xs, 'at least one value')
     m = mean(xs)
     return m, (t975(len(xs) - 1) * stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0)
 
@@ -370,7 +369,7 @@ def measured_line(r, # an `ExperimentResult`, or its saved JSON as a dict
     "One result's headline as a sentence: the metric, legacy figure (its code) -> fixed figure (its code), standalone."
     d = r if isinstance(r, dict) else r.to_json()
     for key in ('metric', 'legacy', 'fixed'):
-        if key not in d: raise ValueError(f'r: the result has no {key!r}')
+        check(key in d, 'r', r, f'a result with {key!r}')
     fig = lambda x: _cell(x, decimals) if not isinstance(x, (dict, list)) else '—'
     label = lambda k: f" ({d[k].split(' (')[0]})" if d.get(k) else ''
     s = f"{d['metric']}: **{fig(d['legacy'])}** legacy{label('legacy_label')} → **{fig(d['fixed'])}** fixed{label('fixed_label')}"
@@ -384,8 +383,8 @@ def in_short(breaks:str, # what breaks, in a sentence
             )->str:
     "The 'In short' box a fix page opens with, as a markdown note admonition."
     for name, v in (('breaks', breaks), ('releases', releases), ('do', do), ('links', links)):
-        if not v or not str(v).strip(): raise ValueError(f'{name}: empty')
-    if not measured: raise ValueError('measured: empty')
+        check(bool(v) and str(v).strip() != '', name, v, 'a non-empty sentence')
+    check(len(measured) > 0, 'measured', measured, 'at least one sentence')
     cap = lambda t: t[:1].upper() + t[1:]
     body = [f'**What breaks.** {breaks}', f'**Where.** {cap(releases)}.',
             '**What we measured.** ' + (cap(measured[0].rstrip('.')) + '.' if len(measured) == 1 else ' '.join(f'({i}) {m}.' for i, m in enumerate(measured, 1))),
@@ -405,9 +404,9 @@ def bars(ax, # a matplotlib axis
         )->list:
     "Grouped bars: one group per label, one bar per series, each bar labelled with its value; the bar containers."
     from vllm_pd_spec.plotting import ARM_COLORS, label_bars  # the site's key
-    if not series: raise ValueError('series: nothing to draw')
+    check(len(series) > 0, 'series', series, 'at least one series to draw')
     bad = [n for n, ys in series.items() if len(ys) != len(labels)]
-    if bad: raise ValueError(f'series: {bad} do not have one value per label ({len(labels)})')
+    check(not bad, 'series', series, f'one value per label ({len(labels)}) in every series, not so in {bad}')
     w, out = 0.8 / len(series), []
     for i, (name, ys) in enumerate(series.items()):
         xs = [j + (i - (len(series) - 1) / 2) * w for j in range(len(labels))]
@@ -433,7 +432,8 @@ def conversations(model:str, # the text model they are for (its tokenizer encode
                  )->list:
     "`n` pairs `(first prompt, second turn's new text)` of held-out token ids in `model`'s tokenizer."
     lo, hi = first
-    if not (1 <= lo <= hi) or follow < 1: raise ValueError(f'first={first!r} needs 1 <= lo <= hi and follow={follow!r} >= 1')
+    check(is_int(lo) and is_int(hi) and 1 <= lo <= hi, 'first', first, '(lo, hi) with 1 <= lo <= hi')
+    check_int('follow', follow, 1)
     rng = random.Random(seed)
     return [(w[:L], w[L:L + follow]) for w in model_prompts(model, n, hi + follow) for L in [rng.randint(lo, hi)]]
 
