@@ -12,7 +12,7 @@ __all__ = ['ARMS', 'STANDALONE', 'MODELS', 'KS', 'NUM_PROMPTS', 'PROMPT_LEN', 'M
 import torch
 from ..config import Fixes
 from ..model.drafters import load_model, model_prompts
-from .common import (ExperimentResult, Arm, arms, serve, bars, setup_text, reader_table, torch_threads, check_device,
+from .common import (ExperimentResult, Arm, arms, serve, bars, setup_text, reader_table, sweep, SILENT, check_device,
                                              check_transport, match_summary)
 
 # %% ../../nbs/56_kernel_guard_experiment.ipynb #ea86f23f
@@ -33,7 +33,7 @@ def guard_case(model_name:str, # 'text-attn' or 'text-hybrid'
                k:int, # MTP drafts per step
                prompts:list, # token-id lists
                max_tokens:int=64, # tokens per request
-               device:str='cpu', transport:str='local', model=None, bar=None,
+               device:str='cpu', transport:str='local', model=None, bar=SILENT,
                arms=tuple(ARMS), # keys of `ARMS`
               )->list:
     "One row per arm (guard off, guard on, 0.24.0): each P/D run against the standalone run, all through the kernel."
@@ -41,11 +41,11 @@ def guard_case(model_name:str, # 'text-attn' or 'text-hybrid'
     backend = kernel_backend(device)
     run = lambda arm: serve(arm, model, prompts, k=k, max_tokens=max_tokens, device=device, transport=transport, input_backend=backend).outputs
     ref = run(STANDALONE)
-    if bar is not None: bar.update()
+    bar.update()
     out = []
     for name in arms:
         outputs = run(ARMS[name])
-        if bar is not None: bar.update()
+        bar.update()
         out.append(dict(model=model_name, k=k, arm=name, label=ARMS[name].label, padding=ARMS[name].scheduler.get('pad_spec_decode', True),
                         backend=backend, requests=len(prompts), tokens=min(map(len, ref)), **match_summary(outputs, ref)))
     return out
@@ -62,7 +62,7 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, float64, greedy, held-out 
          "its row rule, no padding). Both models pass every model gate. Nothing modelled; the models and text are ours.")
 
 def guard_rows(models=MODELS, ks=KS, num_prompts:int=NUM_PROMPTS, prompt_len:int=PROMPT_LEN, device:str='cpu',
-               transport:str='local', bar=None)->list:
+               transport:str='local', bar=SILENT)->list:
     "`guard_case` rows for every model and k."
     out = []
     for name in models:
@@ -84,8 +84,8 @@ def run(device:str='cpu', # 'cpu' (the interpreter) or 'cuda' (the compiled kern
                  legacy="Fixes().off(6): 0.24.0's kernel with #45237's padding (main between #45237 and #47466)",
                  fixed='Fixes(): vLLM 0.33.0 kernel', arms={a: ARMS[a].label for a in ARMS}, full=full, quick=quick)
     print(f'fix 6 setup:\n{setup_text(setup)}')
-    bar = progress(len(g['models']) * len(g['ks']) * (1 + len(ARMS))) if progress is not None else None
-    with torch_threads(1): rows = guard_rows(**g, device=device, transport=transport, bar=bar)
+    with sweep(progress, len(g['models']) * len(g['ks']) * (1 + len(ARMS))) as bar:
+        rows = guard_rows(**g, device=device, transport=transport, bar=bar)
     by = {(r['model'], r['k'], r['arm']): r for r in rows}
     head = (g['models'][0], g['ks'][0])
     return ExperimentResult(

@@ -14,7 +14,7 @@ from ..config import Fixes
 from ..contracts import rows as row_rules
 from ..engine.llm_engine import LLMEngine, StepObserver
 from ..model.drafters import load_model, model_prompts
-from .common import (ExperimentResult, Arm, arms, serve, bars, setup_text, reader_table, torch_threads, check_device,
+from .common import (ExperimentResult, Arm, arms, serve, bars, setup_text, reader_table, torch_threads, sweep, SILENT, check_device,
                                              check_transport, match_summary)
 
 # %% ../../nbs/55_gdn_decode_detection_experiment.ipynb #da5288ee
@@ -91,18 +91,18 @@ FULL = dict(ks=(1, 2, 3, 4), rules=tuple(ARMS), settings=tuple(SETTINGS), num_pr
 
 def rule_rows(ks=KS, rules=RULES, settings=SETTING_NAMES, num_prompts:int=NUM_PROMPTS, prompt_len:int=PROMPT_LEN,
               device:str='cpu', transport:str='local',
-              bar=None, # a progress bar (`.update()` per engine run), or None
+              bar=SILENT, # a progress bar (`.update()` per engine run)
              )->list:
     "One row per setting, k and arm (a key of `ARMS`): exact-match rate against standalone, mean first divergence, wrong-path rows."
     model, prompts, out = load_model('text-hybrid', torch.float64), model_prompts('text-hybrid', num_prompts, prompt_len=prompt_len), []
     for setting in settings:
         for k in ks:
             ref = serve_rule(k, prompts, setting, STANDALONE, model, device)['outputs']
-            if bar is not None: bar.update()
+            bar.update()
             for name in rules:
                 arm = ARMS[name]
                 r = serve_rule(k, prompts, setting, arm, model, device, transport)
-                if bar is not None: bar.update()
+                bar.update()
                 out.append(dict(setting=setting, k=k, arm=name, rule=arm.engine['gdn_rule'], padding=arm.scheduler.get('pad_spec_decode', True),
                                 guard=arm.fixes.kernel_guard, label=arm.label,
                                 requests=len(prompts), tokens=min(map(len, ref)),
@@ -119,23 +119,6 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, text-hybrid: GDN + attenti
          "Settings: requests end by max_tokens; requests run into max_model_len (their last step is trimmed to one token). "
          "text-hybrid (bytes) passes every model gate. Nothing modelled; the model and text are ours.")
 
-def _result(fix:int, name:str, rows:list, setup:dict, device:str, notes:str, fixed_rule:str, legacy_rule:str,
-            head_setting:str, head_k:int, metric:str, seed_figure)->ExperimentResult:
-    "An `ExperimentResult` whose headline is one setting and k, with every row in `per_setting` against the fixed rule."
-    by = {(r['setting'], r['k'], r['arm']): r for r in rows}
-    per = [dict(setting=f"text-hybrid, MTP k={r['k']}, {r['setting']}: {r['label']}", legacy=r['exact_match_rate'],
-                fixed=by[r['setting'], r['k'], fixed_rule]['exact_match_rate'], standalone=None, legacy_label=r['label'])
-           for r in rows if r['arm'] != fixed_rule]
-    head = (head_setting, head_k)
-    return ExperimentResult(
-        fix=fix, name=name, metric=metric, legacy=by[head + (legacy_rule,)]['exact_match_rate'],
-        fixed=by[head + (fixed_rule,)]['exact_match_rate'], standalone=1.0, seed_figure=seed_figure,
-        invariant='P/D outputs equal standalone outputs request by request (exact-match rate 1)',
-        invariant_holds=all(r['exact_match_rate'] == 1.0 for r in rows if r['arm'].startswith('0.33.0')),
-        legacy_consequence_seen=any(r['differing'] > 0 for r in rows if r['arm'] == legacy_rule),
-        device=device, setup=setup, rows=rows, per_setting=per, notes=notes,
-        legacy_label=ARMS[legacy_rule].label, fixed_label=ARMS[fixed_rule].label)
-
 def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
         transport:str='local', # the P/D pair's transport: 'local' or 'nixl'
         quick:bool=False, # accepted for the CLI; the default is already small
@@ -150,12 +133,22 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
                  arms={a: ARMS[a].label for a in g['rules']}, legacy=row_rules.LEGACY_ROW_RULE, fixed=row_rules.FIXED_ROW_RULE,
                  full=full, quick=quick)
     print(f'fix 5 setup:\n{setup_text(setup)}')
-    bar = progress(len(g['settings']) * len(g['ks']) * (1 + len(g['rules']))) if progress is not None else None
-    with torch_threads(1): rows = rule_rows(**g, device=device, transport=transport, bar=bar)
-    return _result(5, 'GDN decode detection', rows, setup, device, NOTES, row_rules.FIXED_ROW_RULE, row_rules.LEGACY_ROW_RULE,
-                   'runs into max_model_len', 1,
-                   'share of requests whose P/D greedy continuation equals standalone (>= 64 tokens), text-hybrid, MTP k=1, '
-                   'requests running into max_model_len', SEED_FIGURE)
+    with sweep(progress, len(g['settings']) * len(g['ks']) * (1 + len(g['rules']))) as bar:
+        rows = rule_rows(**g, device=device, transport=transport, bar=bar)
+    legacy, fixed, head = row_rules.LEGACY_ROW_RULE, row_rules.FIXED_ROW_RULE, ('runs into max_model_len', 1)
+    by = {(r['setting'], r['k'], r['arm']): r for r in rows}
+    return ExperimentResult(
+        fix=5, name='GDN decode detection', seed_figure=SEED_FIGURE, standalone=1.0,
+        metric='share of requests whose P/D greedy continuation equals standalone (>= 64 tokens), text-hybrid, MTP k=1, '
+               'requests running into max_model_len',
+        legacy=by[head + (legacy,)]['exact_match_rate'], fixed=by[head + (fixed,)]['exact_match_rate'],
+        invariant='P/D outputs equal standalone outputs request by request (exact-match rate 1)',
+        invariant_holds=all(r['exact_match_rate'] == 1.0 for r in rows if r['arm'].startswith('0.33.0')),
+        legacy_consequence_seen=any(r['differing'] > 0 for r in rows if r['arm'] == legacy),
+        device=device, setup=setup, rows=rows, notes=NOTES, legacy_label=ARMS[legacy].label, fixed_label=ARMS[fixed].label,
+        per_setting=[dict(setting=f"text-hybrid, MTP k={r['k']}, {r['setting']}: {r['label']}", legacy=r['exact_match_rate'],
+                          fixed=by[r['setting'], r['k'], fixed]['exact_match_rate'], standalone=None, legacy_label=r['label'])
+                     for r in rows if r['arm'] != fixed])
 
 # %% ../../nbs/55_gdn_decode_detection_experiment.ipynb #2f8f2f8c
 def plot(res:ExperimentResult, # what `run` returned
