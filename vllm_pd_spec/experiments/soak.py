@@ -9,14 +9,14 @@ __all__ = ['FAULTS', 'NIXL_FAULTS', 'PROXY_FAULTS', 'EVENTS', 'RSS_BOUND', 'REPO
            'format_report', 'add_soak_args', 'save_soak', 'run_soak']
 
 # %% ../../nbs/61_soak.ipynb #6a701ed6
-import argparse, gc, importlib.util, json, os, random, resource, time
+import argparse, gc, json, os, random, resource, time
 from collections import Counter
-from ..config import make_kv_transfer_params
+from ..config import make_kv_transfer_params, check
 from ..engine.llm_engine import EngineDeadError
 from ..engine.request import Request
 from ..engine.transport import LocalTransport, digest
 from ..engine.nixl_pd import build_toy_engine, run_standalone
-from .common import save_run, load_run, runs_dir
+from .common import save_run, load_run, runs_dir, check_transport
 
 # %% ../../nbs/61_soak.ipynb #7aafc9c0
 FAULTS = ('delay', 'fail', 'timeout', 'short_read', 'junk_params', 'corrupt', 'corrupt_p', 'lost_notice')
@@ -75,6 +75,7 @@ def _leaked(engine)->int:
     return engine.scheduler.kv_cache_config.num_blocks - 1 - kvm.block_pool.get_num_free_blocks()
 
 def _held(transport)->int:
+    "Publications, reads and staging slots `transport` still holds, on every side."
     u = transport.in_use()
     return sum(sum(v.values()) if isinstance(v, dict) else v for v in u.values())
 
@@ -103,12 +104,10 @@ def soak(requests:int=2000, # requests to send
     rng = random.Random(seed)
     faults = tuple(faults or (FAULTS if transport == 'local' else NIXL_FAULTS))
     table, now = {}, [0.0]  # seconds as the loop counts them: the in-process transport's clock
-    if transport == 'local':
-        t = FaultyLocal(table, timeout_s=timeout_s, lease_s=lease_s, clock=lambda: now[0])
-    elif transport == 'nixl':
+    if check_transport(transport) == 'local': t = FaultyLocal(table, timeout_s=timeout_s, lease_s=lease_s, clock=lambda: now[0])
+    else:
         from vllm_pd_spec.engine.nixl_transport import NixlPair
         t = NixlPair(timeout_s=timeout_s, lease_s=lease_s)
-    else: raise ValueError(f"transport={transport!r}: 'local' or 'nixl'")
     P, D = build_toy_engine('prefill', t, p_blocks), build_toy_engine('decode', t, d_blocks)
     prefixes = [[rng.randrange(1, 97) for _ in range(rng.randint(8, 32))] for _ in range(8)]
     info, ref, corrupted_prefixes = {}, {}, set()  # corrupted: prefixes of a request whose P block changed after its checksum
@@ -210,8 +209,7 @@ def soak(requests:int=2000, # requests to send
                   mismatched_sharing_corrupted_prefix=sum(m['shares_corrupted_prefix'] for m in mismatched),
                   mismatched_by_fault=dict(Counter(str(m['fault']) for m in mismatched)), faults=dict(fault_counts), events=dict(event_counts),
                   injected=dict(getattr(t, 'injected', {})) if transport == 'local' else None,
-                  leaked_blocks=dict(P=_leaked(P), D=_leaked(D)), held_transfers=_held(t) if transport == 'local' else
-                  sum(sum(v.values()) for v in t.in_use().values()),
+                  leaked_blocks=dict(P=_leaked(P), D=_leaked(D)), held_transfers=_held(t),
                   recomputed_loads=D.scheduler.num_recomputed_loads, d_failures=dict(Counter(w for _, w in D.worker.failures)),
                   rss_mib=dict((k, round(v, 1)) for k, v in rss.items() if v is not None), seconds=round(secs, 1),
                   requests_per_s=round(sent / secs, 1), engine_dead=dead, first_mismatches=mismatched[:3],
@@ -254,10 +252,11 @@ def format_report(r:dict)->str:
 
 # %% ../../nbs/61_soak.ipynb #c8bebbdf
 def _positive(kind, name:str):
+    "An argparse type: a positive `kind` (int or float), refused naming `name`."
     def parse(text:str):
         try: v = kind(text)
-        except ValueError: raise argparse.ArgumentTypeError(f'{name}={text!r}: a positive {kind.__name__}') from None
-        if not v > 0 or v != v: raise argparse.ArgumentTypeError(f'{name}={text!r}: a positive {kind.__name__}')
+        except ValueError: v = float('nan')
+        check(v > 0, name, text, f'a positive {kind.__name__}', argparse.ArgumentTypeError)
         return v
     return parse
 
@@ -279,7 +278,6 @@ def save_soak(report:dict, name:str, command:str, folder=None):
 def run_soak(args)->int:
     "The CLI's `soak`: run with a progress bar, print the report, save it; 0 when it passed, 1 otherwise."
     from tqdm.auto import tqdm
-    if args.transport == 'nixl' and importlib.util.find_spec('nixl') is None: raise ValueError('transport=nixl: nixl is not installed')
     r = soak(args.requests, args.seconds, args.transport, args.seed,
              progress=lambda n: tqdm(total=n, desc=f'soak ({args.transport})', unit='req', mininterval=1.0))
     print(format_report(r))
