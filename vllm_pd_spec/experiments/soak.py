@@ -189,7 +189,6 @@ def soak(requests:int=2000, # requests to send
                     i = end(rid, 'completed')
                     if out != ref[rid]: mismatched.append(dict(request=rid, fault=i['fault'], got=out, want=ref[rid],
                                                                shares_corrupted_prefix=i['prefix'] in corrupted_prefixes))
-                    ref.pop(rid, None)
             P.finished.clear(); P.outputs.clear()
             for rid in [r for r in ref if r not in info]: ref.pop(rid)
             done = sent - len(info)
