@@ -34,7 +34,6 @@ def guard_case(model_name:str, # 'text-attn' or 'text-hybrid'
                prompts:list, # token-id lists
                max_tokens:int=64, # tokens per request
                device:str='cpu', transport:str='local', model=None, bar=SILENT,
-               arms=tuple(ARMS), # keys of `ARMS`
               )->list:
     "One row per arm (guard off, guard on, 0.24.0): each P/D run against the standalone run, all through the kernel."
     model = model if model is not None else load_model(model_name, torch.float64)
@@ -43,10 +42,10 @@ def guard_case(model_name:str, # 'text-attn' or 'text-hybrid'
     ref = run(STANDALONE)
     bar.update()
     out = []
-    for name in arms:
-        outputs = run(ARMS[name])
+    for name, arm in ARMS.items():
+        outputs = run(arm)
         bar.update()
-        out.append(dict(model=model_name, k=k, arm=name, label=ARMS[name].label, padding=ARMS[name].scheduler.get('pad_spec_decode', True),
+        out.append(dict(model=model_name, k=k, arm=name, label=arm.label, padding=arm.scheduler.get('pad_spec_decode', True),
                         backend=backend, requests=len(prompts), tokens=min(map(len, ref)), **match_summary(outputs, ref)))
     return out
 
