@@ -19,7 +19,7 @@ from ..engine.kv_cache_manager import SlotChecker, get_kv_cache_config
 from ..engine.toy_runner import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, bars, setup_text, reader_table, sweep, SILENT, StepLog
+from .common import ExperimentResult, bars, setup_text, reader_table, torch_threads, sweep, SILENT, StepLog
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #8596b94d
 MODEL = 'text-attn'
