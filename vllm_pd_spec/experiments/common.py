@@ -514,7 +514,7 @@ def lossless(outputs:list, # a run's tokens, request by request
 SILENT = SimpleNamespace(update=lambda n=1: None, close=lambda: None) # a progress bar that shows nothing
 
 @contextlib.contextmanager
-def sweep(progress, # `progress(total)` -> a bar with `.update()`, or None
+def sweep(progress, # `progress(total)` -> a bar with `.update()` and `.close()`, or None
           total:int, # steps the bar counts
          ):
     "The block of an experiment's loop: one torch thread, and a bar (`SILENT` when `progress` is None)."
