@@ -117,10 +117,6 @@ def soak(requests:int=2000, # requests to send
     bar = progress(requests) if progress is not None else None
     held_back = {}  # request id -> iterations left before the proxy sends it to D (`delay` over NIXL)
 
-    def nixl_fault(rid, fault):
-        if fault in ('fail', 'timeout'): t.t[D.engine_id].faults[rid] = fault
-        elif fault == 'corrupt_p': t.t[P.engine_id].faults[rid] = 'corrupt'
-
     def end(rid, how):
         i = info.pop(rid); counts[how] += 1
         table.pop(rid, None)  # the harness keeps nothing per request either
@@ -156,8 +152,9 @@ def soak(requests:int=2000, # requests to send
                     if fault == 'corrupt_p': corrupted_prefixes.add(prefix)
                     if fault: fault_counts[fault] += 1
                     if event: event_counts[event] += 1
-                    if fault and transport == 'local' and fault not in PROXY_FAULTS: table[rid] = fault
-                    if fault and transport == 'nixl': nixl_fault(rid, fault)
+                    if fault and transport == 'local' and fault not in PROXY_FAULTS: table[rid] = fault  # FaultyLocal reads it
+                    elif transport == 'nixl' and fault in ('fail', 'timeout'): t.t[D.engine_id].faults[rid] = fault  # D's read
+                    elif transport == 'nixl' and fault == 'corrupt_p': t.t[P.engine_id].faults[rid] = 'corrupt'  # P's block
                     burst[rid] = info[rid]
                     P.add_request(Request(rid, info[rid]['prompt'], max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
                 ref.update(run_standalone({r: i['prompt'] for r, i in burst.items()}, {r: i['max_tokens'] for r, i in burst.items()},
