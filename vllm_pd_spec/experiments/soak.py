@@ -79,11 +79,6 @@ def _held(transport)->int:
     u = transport.in_use()
     return sum(sum(v.values()) if isinstance(v, dict) else v for v in u.values())
 
-def _prompts(rng, prefixes:list)->tuple:
-    "`(prefix index, prompt)`: one of the shared prefixes, then tokens of its own."
-    i = rng.randrange(len(prefixes))
-    return i, list(prefixes[i]) + [rng.randrange(1, 97) for _ in range(rng.randint(1, 24))]
-
 def soak(requests:int=2000, # requests to send
          seconds:float|None=None, # stop sending after this long (None: no limit)
          transport:str='local', # 'local' (in-process) or 'nixl' (two NIXL agents in this process)
@@ -146,7 +141,8 @@ def soak(requests:int=2000, # requests to send
                     rid = f's{sent}'; sent += 1
                     fault = rng.choice(faults) if rng.random() < fault_rate else None
                     event = rng.choice(EVENTS) if fault is None and rng.random() < event_rate else None
-                    prefix, prompt = _prompts(rng, prefixes)
+                    prefix = rng.randrange(len(prefixes))  # one of the shared prefixes, then tokens of its own
+                    prompt = list(prefixes[prefix]) + [rng.randrange(1, 97) for _ in range(rng.randint(1, 24))]
                     info[rid] = dict(prompt=prompt, prefix=prefix, max_tokens=rng.randint(1, 16), fault=fault, event=event,
                                      where='P', at=it, abort_after=rng.randint(0, 6))
                     if fault == 'corrupt_p': corrupted_prefixes.add(prefix)
