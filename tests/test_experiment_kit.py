@@ -26,9 +26,9 @@ def test_the_sized_pool_never_runs_out(hybrid, arm):
 def test_a_pool_too_small_is_refused_before_anything_runs(hybrid):
     ps = prompts(4)
     need = K.pool_blocks(hybrid, ps, 16, 2, 8)
-    with pytest.raises(ValueError, match=f'num_blocks={need - 1}: too small .* give at least {need}'):
+    with pytest.raises(ValueError, match=f'num_blocks={need - 1} is invalid: must be at least {need}: .* would be preempted'):
         K.serve(K.Arm('fixed'), hybrid, ps, k=2, max_tokens=16, num_blocks=need - 1)
-    with pytest.raises(ValueError, match='prompts: none'): K.pool_blocks(hybrid, [], 16)
+    with pytest.raises(ValueError, match=r'prompts=\[\] is invalid: must be at least one prompt'): K.pool_blocks(hybrid, [], 16)
 
 def test_a_preemption_is_an_error_not_a_figure(hybrid, monkeypatch):
     "Were the pool sized too small (here: forced), the run would preempt; `serve` says so instead of returning figures."
@@ -40,4 +40,4 @@ def test_a_preemption_is_an_error_not_a_figure(hybrid, monkeypatch):
 def test_arms_and_observers(hybrid):
     with pytest.raises(ValueError, match="role='best'"): K.Arm('x', role='best')
     with pytest.raises(TypeError, match='an Arm'): K.serve('fixed', hybrid, prompts(1))
-    with pytest.raises(ValueError, match="keys are 'P' and 'D'"): K.serve(K.Arm('fixed'), hybrid, prompts(1), observers={'X': []})
+    with pytest.raises(ValueError, match="observers=.* is invalid: must be keyed by 'P' and 'D'"): K.serve(K.Arm('fixed'), hybrid, prompts(1), observers={'X': []})

@@ -74,10 +74,11 @@ def test_progress_bar_is_driven():
     class Bar:
         def __init__(self, total): self.total, self.n = total, 0
         def update(self, n=1): self.n += n
+        def close(self): self.closed = True
     for m in MODULES.values():
         bars = []
         importlib.import_module(m).run(quick=True, progress=lambda t: bars.append(Bar(t)) or bars[-1])
-        assert len(bars) == 1 and bars[0].n == bars[0].total > 0
+        assert len(bars) == 1 and bars[0].n == bars[0].total > 0 and bars[0].closed
 
 def test_fix3_engine_agrees_with_contract(results):
     assert all(r['agree'] == r['of'] for r in results[3].rows if 'agree' in r)

@@ -12,6 +12,7 @@ FIELDS = {'fix', 'name', 'metric', 'legacy', 'fixed', 'standalone', 'seed_figure
 class Bar:
     def __init__(self, total): self.total, self.n = total, 0
     def update(self, n=1): self.n += n
+    def close(self): self.closed = True
 
 @pytest.fixture(scope='module')
 def bars(): return {}

@@ -38,5 +38,5 @@ def test_fix4_single_request_strays_land_in_the_null_block():
 
 def test_fix4_prompts_are_checked():
     from vllm_pd_spec.experiments.slots import shared_prefix_prompts
-    with pytest.raises(ValueError, match='n must'): shared_prefix_prompts(0)
-    with pytest.raises(ValueError, match='min_len'): shared_prefix_prompts(2, min_len=50, max_len=10)
+    with pytest.raises(ValueError, match='n=0 is invalid: must be an integer >= 1'): shared_prefix_prompts(0)
+    with pytest.raises(ValueError, match=r'min_len=50 is invalid: must be in \[1, max_len=10\]'): shared_prefix_prompts(2, min_len=50, max_len=10)

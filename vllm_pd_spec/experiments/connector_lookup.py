@@ -19,7 +19,7 @@ from ..engine.runner import drafter_layer_names
 from ..engine.kv_groups import cache_groups
 from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker
 from ..model.drafters import load_model
-from vllm_pd_spec.experiments.common import (conversations, serve_turns, longest_turn, engine_configs, reference, lossless,
+from vllm_pd_spec.experiments.common import (conversations, second_turn, serve_turns, longest_turn, engine_configs, reference, lossless,
     sweep, SILENT, experiment_main)
 
 # %% ../../nbs/59d_connector_lookup_experiment.ipynb #d1c7d2ae
@@ -72,7 +72,7 @@ def zero_external_rows(methods=('eagle', 'dflash'), num_convs:int=6, max_tokens:
                 attach_offload(eng, store, OffloadConfig(retrieve=False))
                 eng.scheduler.uses_connector_path, eng.scheduler.reconcile_when_empty = rule
             r = serve_turns(eng, convs, max_tokens, between=lambda first, eng=eng, how=how: dict(
-                evicted=_evict(eng, how), diverged=diverged(eng, [list(a) + o + list(b) for (a, b), o in zip(convs, first)])))
+                evicted=_evict(eng, how), diverged=diverged(eng, [second_turn(c, o) for c, o in zip(convs, first)])))
             rows.append(dict(method=method, k=K, eviction=how, follow=follow, rule=name, evicted_blocks=r['between']['evicted'],
                              diverged=r['between']['diverged'], hit_tokens=sum(r['hits']),
                              **lossless(r['outputs'], reference(cfg, model, r['prompts'], max_tokens, refs))))

@@ -11,24 +11,23 @@ __all__ = ['MODEL', 'DEFAULT', 'FULL', 'BUDGET', 'MAX_TOKENS', 'NOTES', 'LEGACY_
            'v0290_figure', 'run', 'plot']
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #c6b98674
-import torch
-from ..config import Fixes, SpeculativeConfig, LayerSpec, ModelConfig, VllmConfig, SchedulerConfig, CacheConfig
+import functools, torch
+from ..config import Fixes, SpeculativeConfig, LayerSpec, ModelConfig, VllmConfig, SchedulerConfig, CacheConfig, check
 from ..contracts import lookahead
 from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker, get_kv_cache_config
 from ..engine.toy_runner import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, bars, setup_text, reader_table, torch_threads, StepLog
+from .common import ExperimentResult, bars, setup_text, reader_table, torch_threads, sweep, SILENT, StepLog
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #8596b94d
 MODEL = 'text-attn'
-_LOADED = {}
 
+@functools.cache
 def text_model(name:str=MODEL):
     "The realistic model in float64, loaded once per process."
-    if name not in _LOADED: _LOADED[name] = load_model(name, torch.float64)
-    return _LOADED[name]
+    return load_model(name, torch.float64)
 
 def mtp_engine(k:int, # MTP drafts per step (modules used)
                fixes:Fixes=Fixes(), # `lookahead_contract` on (fixed) or off (vLLM 0.27.1)
@@ -85,7 +84,7 @@ def chunked_prefill_run(k:int, # drafts per step
 def reserve_rows(ks=(2, 4), # drafts per step, one row each
                  num_prompts:int=6, # prompts per k
                  budget:int=64, max_tokens:int=32,
-                 bar=None, # a progress bar (`.update()` per k), or None
+                 bar=SILENT, # a progress bar (`.update()` per k)
                 )->list:
     "Per `k`: acceptance under chunked prefill, vLLM 0.27.1's scheduler vs the contract's."
     rows = []
@@ -96,7 +95,7 @@ def reserve_rows(ks=(2, 4), # drafts per step, one row each
                          legacy=round(l['pooled'], 4), fixed=round(f['pooled'], 4), **paired(l['lengths'], f['lengths']),
                          outputs_equal=l['outputs'] == f['outputs'], legacy_short_chunks=l['short_chunks'],
                          fixed_short_chunks=f['short_chunks']))
-        if bar is not None: bar.update()
+        bar.update()
     return rows
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #db2bcf8c
@@ -142,7 +141,7 @@ def publication_rows(ks=(4,), # drafts per step, one row each (and one per ablat
                      num_pairs:int=6, # pairs per k
                      max_tokens:int=32,
                      drops=(True, False), # with the last-block drop, and without it (the ablation)
-                     bar=None, # a progress bar (`.update()` per k), or None
+                     bar=SILENT, # a progress bar (`.update()` per k)
                     )->list:
     "Per `k`, with the drop and without it (ablation): B's acceptance, vLLM 0.27.1's publication vs the contract's."
     rows = []
@@ -158,7 +157,7 @@ def publication_rows(ks=(4,), # drafts per step, one row each (and one per ablat
                              **paired([r['b_length'] for r in l], [r['b_length'] for r in f]),
                              outputs_equal=[r['outputs'] for r in l] == [r['outputs'] for r in f],
                              legacy_hit_tokens=sum(r['b_hit'] for r in l), fixed_hit_tokens=sum(r['b_hit'] for r in f)))
-        if bar is not None: bar.update()
+        bar.update()
     return rows
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #6f64e4b6
@@ -193,19 +192,17 @@ def window_case(k:int, # MTP modules = drafts per step
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #95cb9408
 def window_rows(ks=(2, 4), windows=(8,), lengths=range(8, 24), block_size:int=4,
-                bar=None, # a progress bar (`.update()` per k), or None
+                bar=SILENT, # a progress bar (`.update()` per k)
                )->list:
     "Per `k`: requests whose drafter reads a freed sliding-window block, vLLM 0.27.1's planner vs the contract's."
     rows = []
     for k in ks:
-        c = {arm: [window_case(k, n, w, block_size, fx) for w in windows for n in lengths]
-             for arm, fx in (('legacy', Fixes().off('lookahead_contract')), ('fixed', Fixes()))}
+        freed = {arm: [sum(window_case(k, n, w, block_size, fx).values()) for w in windows for n in lengths]  # per request
+                 for arm, fx in (('legacy', Fixes().off('lookahead_contract')), ('fixed', Fixes()))}
         rows.append(dict(consumer='kv_cache_planner', setting=f'sliding window, MTP k={k} (KV manager only)', k=k,
-                         requests=len(c['fixed']), legacy=sum(x['drafter'] + x['target'] > 0 for x in c['legacy']),
-                         fixed=sum(x['drafter'] + x['target'] > 0 for x in c['fixed']),
-                         legacy_freed_reads=sum(x['drafter'] + x['target'] for x in c['legacy']),
-                         fixed_freed_reads=sum(x['drafter'] + x['target'] for x in c['fixed'])))
-        if bar is not None: bar.update()
+                         requests=len(freed['fixed']), legacy=sum(n > 0 for n in freed['legacy']), fixed=sum(n > 0 for n in freed['fixed']),
+                         legacy_freed_reads=sum(freed['legacy']), fixed_freed_reads=sum(freed['fixed'])))
+        bar.update()
     return rows
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #6101eda1
@@ -268,17 +265,16 @@ def run(device:str='cpu', # 'cpu' only: the model runs on the CPU here
         full:bool=False, # every k, more prompts
        )->ExperimentResult:
     "Fix 1's experiment: what each consumer's 0.27.1 form does to requests, against the contract."
-    if device != 'cpu': raise ValueError(f"device={device!r}: fix 1's experiment runs on the CPU")
+    check(device == 'cpu', 'device', device, "'cpu': fix 1's experiment runs on the CPU")
     g = FULL if full else DEFAULT
     setup = dict({k: (f'{v[0]}..{v[-1]}' if isinstance(v, range) else v) for k, v in g.items()}, model=MODEL, method='mtp',
                  dtype='float64', greedy=True, budget=BUDGET, max_tokens=MAX_TOKENS, torch_threads=1, full=full,
                  legacy='Fixes().off(1): vLLM 0.27.1', fixed='Fixes(): vLLM 0.33.0 (= 0.29.0 for these consumers)')
     print(f'fix 1 setup:\n{setup_text(setup)}')
-    bar = progress(len(g['reserve_ks']) + len(g['publication_ks']) + len(g['window_ks'])) if progress is not None else None
-    with torch_threads(1):
+    with sweep(progress, len(g['reserve_ks']) + len(g['publication_ks']) + len(g['window_ks'])) as bar:
         reserve = reserve_rows(g['reserve_ks'], g['num_prompts'], BUDGET, MAX_TOKENS, bar)
         publication = publication_rows(g['publication_ks'], g['num_pairs'], MAX_TOKENS, g['drops'], bar)
-    window = window_rows(g['window_ks'], g['windows'], g['lengths'], bar=bar)
+        window = window_rows(g['window_ks'], g['windows'], g['lengths'], bar=bar)
     rows = reserve + publication + window + [runner_row()]
     for r in rows: r['v0290'] = v0290_figure(r, _row_spec(r))
     head = reserve[-1]

@@ -19,7 +19,7 @@ from ..engine.request import Request
 from ..engine.scheduler import SchedulerAssertionError
 from ..engine.toy_runner import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, EngineDeadError
-from .common import ExperimentResult, bars, setup_text, reader_table
+from .common import ExperimentResult, bars, setup_text, reader_table, sweep, SILENT
 
 # %% ../../nbs/53_truncation_ordering_experiment.ipynb #4c4fbda4
 GDN_HYBRID = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=16)
@@ -67,7 +67,7 @@ def fix3_case(num_prompt_tokens:int, # N, the prompt as it arrives
 def pair_rows(lengths=range(2, 66), # prompt lengths N
               block_sizes=(4, 16), # one row each (no speculation)
               extra=((SpeculativeConfig('mtp', 3, num_mtp_modules=3), 16),), # (spec, block size) rows with a drafter
-              bar=None, # a progress bar (`.update()` per row), or None
+              bar=SILENT, # a progress bar (`.update()` per row)
              )->list:
     "Per configuration: pairs whose second request kills the engine, legacy vs fixed order, and agreement with the contract."
     rows = []
@@ -77,7 +77,7 @@ def pair_rows(lengths=range(2, 66), # prompt lengths N
                          backoff=l[0]['backoff'], block_size=bs, requests=2 * len(l), legacy_deaths=sum(c['died'] for c in l),
                          fixed_deaths=sum(c['died'] for c in f), legacy_lost=sum(c['lost'] for c in l),
                          fixed_lost=sum(c['lost'] for c in f), agree=sum(c['agrees'] for c in l + f), of=2 * len(l)))
-        if bar is not None: bar.update()
+        bar.update()
     return rows
 
 # %% ../../nbs/53_truncation_ordering_experiment.ipynb #8bd5e171
@@ -118,7 +118,7 @@ def stream_run(prompts:list, # the stream (`prefix_stream`)
 # %% ../../nbs/53_truncation_ordering_experiment.ipynb #464c03dd
 def stream_rows(block_sizes=(4, 16), # one row each (no speculation)
                 num_requests:int=60, seed:int=0, num_docs:int=4, max_len:int=64,
-                bar=None, # a progress bar (`.update()` per block size), or None
+                bar=SILENT, # a progress bar (`.update()` per block size)
                )->list:
     "Per block size: engine deaths and requests lost over the stream, legacy vs fixed order."
     prompts, rows = prefix_stream(num_requests, seed, num_docs, max_len), []
@@ -126,7 +126,7 @@ def stream_rows(block_sizes=(4, 16), # one row each (no speculation)
         l, f = (stream_run(prompts, bs, None, fx) for fx in (Fixes().off('truncation_ordering'), Fixes()))
         rows.append(dict(scenario='stream', spec='none', backoff=1, block_size=bs, requests=len(prompts),
                          legacy_deaths=l['deaths'], fixed_deaths=f['deaths'], legacy_lost=l['lost'], fixed_lost=f['lost']))
-        if bar is not None: bar.update()
+        bar.update()
     return rows
 
 # %% ../../nbs/53_truncation_ordering_experiment.ipynb #457e9bc9
@@ -161,8 +161,8 @@ def run(device:str='cpu', # unused: no model runs here
                  pair_lengths=f"{g['lengths'][0]}..{g['lengths'][-1]}", seed=SEED, num_docs=NUM_DOCS, max_len=MAX_LEN,
                  model='full attention + GDN, role prefill', spec='none (+ one MTP k=3 pair row)', full=full)
     print(f'fix 3 setup:\n{setup_text(setup)}')
-    bar = progress(2 * len(g['block_sizes']) + 1) if progress is not None else None
-    rows = stream_rows(g['block_sizes'], g['num_requests'], SEED, NUM_DOCS, MAX_LEN, bar) + pair_rows(g['lengths'], g['block_sizes'], bar=bar)
+    with sweep(progress, 2 * len(g['block_sizes']) + 1) as bar:
+        rows = stream_rows(g['block_sizes'], g['num_requests'], SEED, NUM_DOCS, MAX_LEN, bar) + pair_rows(g['lengths'], g['block_sizes'], bar=bar)
     head = next(r for r in rows if r['scenario'] == 'stream' and r['block_size'] == HEADLINE_BLOCK)
     per_setting = [dict(setting=f"{r['scenario']}, {'no drafter' if r['spec'] == 'none' else r['spec'].replace('mtp', 'MTP')}, "
                                 f"block {r['block_size']}: requests lost, " + (f"of {r['requests']}" if r['scenario'] == 'stream' else f"{r['requests'] // 2} pairs"),

@@ -11,12 +11,12 @@ __all__ = ['KS', 'NUM_REQUESTS', 'SEEDS', 'MAX_TOKENS', 'NUM_BLOCKS', 'MAX_NUM_S
 
 # %% ../../nbs/54_dflash_slots_experiment.ipynb #cc9c8d89
 import random, torch
-from ..config import Fixes, SchedulerConfig, CacheConfig
+from ..config import Fixes, SchedulerConfig, CacheConfig, check, check_int
 from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, Arm, serve, kv_slots, bars, setup_text, reader_table, torch_threads, check_device, mean_ci
+from .common import ExperimentResult, Arm, serve, kv_slots, bars, setup_text, reader_table, sweep, SILENT, check_device, mean_ci
 
 # %% ../../nbs/54_dflash_slots_experiment.ipynb #4a7fec78
 def shared_prefix_prompts(n:int, # prompts
@@ -26,8 +26,8 @@ def shared_prefix_prompts(n:int, # prompts
                           max_len:int=96, # longest prompt (and the documents' length)
                          )->list:
     "`n` prompts (token ids), each the first `L` tokens of one of `num_docs` held-out documents."
-    if not (isinstance(n, int) and n >= 1): raise ValueError(f'n must be an int >= 1, got {n!r}')
-    if not (1 <= min_len <= max_len): raise ValueError(f'need 1 <= min_len <= max_len, got {min_len}, {max_len}')
+    check_int('n', n, 1)
+    check(1 <= min_len <= max_len, 'min_len', min_len, f'in [1, max_len={max_len}]')
     docs, rng = model_prompts('text-attn', num_docs, prompt_len=max_len), random.Random(seed)
     return [docs[rng.randrange(num_docs)][:rng.randint(min_len, max_len)] for _ in range(n)]
 
@@ -138,7 +138,7 @@ SEED_FIGURE = 'crashes and prefix-cache corruption (#42971, #43733); no rate giv
 LEGACY_LABEL, FIXED_LABEL = '0.22.0 (k slots for DFlash, before #42971; none at a first prefill, before #43733)', '0.33.0'
 
 def slots_rows(ks=KS, num_requests:int=NUM_REQUESTS, seeds=SEEDS, device:str='cpu',
-               bar=None, # a progress bar (`.update()` per row), or None
+               bar=SILENT, # a progress bar (`.update()` per row)
               )->list:
     "One `compare` row per k and seed, each seed its own stream, both arms on it."
     model, rows = load_model('text-attn', torch.float64), []
@@ -147,7 +147,7 @@ def slots_rows(ks=KS, num_requests:int=NUM_REQUESTS, seeds=SEEDS, device:str='cp
         for k in ks:
             rows.append(dict(compare(k, prompts, model, device, max_tokens=MAX_TOKENS, num_blocks=NUM_BLOCKS,
                                      max_num_seqs=MAX_NUM_SEQS), seed=seed))
-            if bar is not None: bar.update()
+            bar.update()
     return rows
 
 def victims_summary(rows:list # `slots_rows`' rows
@@ -189,8 +189,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
                  model='text-attn + DFlash', dtype='float64', greedy=True, prompts='shared_prefix_prompts (held-out source)',
                  legacy='Fixes().off(4): vLLM 0.22.0 slots', fixed='Fixes(): vLLM 0.33.0 slots', full=full, quick=quick)
     print(f'fix 4 setup:\n{setup_text(setup)}')
-    bar = progress(len(g['ks']) * len(SEEDS)) if progress is not None else None
-    with torch_threads(1): rows = slots_rows(g['ks'], g['num_requests'], SEEDS, device, bar=bar)
+    with sweep(progress, len(g['ks']) * len(SEEDS)) as bar: rows = slots_rows(g['ks'], g['num_requests'], SEEDS, device, bar=bar)
     summary = victims_summary(rows)
     head = summary[0]
     ci = lambda m, h: f'{m:.2f} ± {h:.2f}'

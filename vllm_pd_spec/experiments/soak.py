@@ -9,14 +9,14 @@ __all__ = ['FAULTS', 'NIXL_FAULTS', 'PROXY_FAULTS', 'EVENTS', 'RSS_BOUND', 'REPO
            'format_report', 'add_soak_args', 'save_soak', 'run_soak']
 
 # %% ../../nbs/61_soak.ipynb #6a701ed6
-import argparse, gc, importlib.util, json, os, random, resource, time
+import argparse, gc, json, os, random, resource, time
 from collections import Counter
-from ..config import make_kv_transfer_params
+from ..config import make_kv_transfer_params, check
 from ..engine.llm_engine import EngineDeadError
 from ..engine.request import Request
 from ..engine.transport import LocalTransport, digest
 from ..engine.nixl_pd import build_toy_engine, run_standalone
-from .common import save_run, load_run, runs_dir
+from .common import save_run, load_run, runs_dir, check_transport
 
 # %% ../../nbs/61_soak.ipynb #7aafc9c0
 FAULTS = ('delay', 'fail', 'timeout', 'short_read', 'junk_params', 'corrupt', 'corrupt_p', 'lost_notice')
@@ -75,13 +75,9 @@ def _leaked(engine)->int:
     return engine.scheduler.kv_cache_config.num_blocks - 1 - kvm.block_pool.get_num_free_blocks()
 
 def _held(transport)->int:
+    "Publications, reads and staging slots `transport` still holds, on every side."
     u = transport.in_use()
     return sum(sum(v.values()) if isinstance(v, dict) else v for v in u.values())
-
-def _prompts(rng, prefixes:list)->tuple:
-    "`(prefix index, prompt)`: one of the shared prefixes, then tokens of its own."
-    i = rng.randrange(len(prefixes))
-    return i, list(prefixes[i]) + [rng.randrange(1, 97) for _ in range(rng.randint(1, 24))]
 
 def soak(requests:int=2000, # requests to send
          seconds:float|None=None, # stop sending after this long (None: no limit)
@@ -103,12 +99,10 @@ def soak(requests:int=2000, # requests to send
     rng = random.Random(seed)
     faults = tuple(faults or (FAULTS if transport == 'local' else NIXL_FAULTS))
     table, now = {}, [0.0]  # seconds as the loop counts them: the in-process transport's clock
-    if transport == 'local':
-        t = FaultyLocal(table, timeout_s=timeout_s, lease_s=lease_s, clock=lambda: now[0])
-    elif transport == 'nixl':
+    if check_transport(transport) == 'local': t = FaultyLocal(table, timeout_s=timeout_s, lease_s=lease_s, clock=lambda: now[0])
+    else:
         from vllm_pd_spec.engine.nixl_transport import NixlPair
         t = NixlPair(timeout_s=timeout_s, lease_s=lease_s)
-    else: raise ValueError(f"transport={transport!r}: 'local' or 'nixl'")
     P, D = build_toy_engine('prefill', t, p_blocks), build_toy_engine('decode', t, d_blocks)
     prefixes = [[rng.randrange(1, 97) for _ in range(rng.randint(8, 32))] for _ in range(8)]
     info, ref, corrupted_prefixes = {}, {}, set()  # corrupted: prefixes of a request whose P block changed after its checksum
@@ -117,10 +111,6 @@ def soak(requests:int=2000, # requests to send
     rss = dict(start=rss_mib(), warm=None, end=None)
     bar = progress(requests) if progress is not None else None
     held_back = {}  # request id -> iterations left before the proxy sends it to D (`delay` over NIXL)
-
-    def nixl_fault(rid, fault):
-        if fault in ('fail', 'timeout'): t.t[D.engine_id].faults[rid] = fault
-        elif fault == 'corrupt_p': t.t[P.engine_id].faults[rid] = 'corrupt'
 
     def end(rid, how):
         i = info.pop(rid); counts[how] += 1
@@ -151,14 +141,16 @@ def soak(requests:int=2000, # requests to send
                     rid = f's{sent}'; sent += 1
                     fault = rng.choice(faults) if rng.random() < fault_rate else None
                     event = rng.choice(EVENTS) if fault is None and rng.random() < event_rate else None
-                    prefix, prompt = _prompts(rng, prefixes)
+                    prefix = rng.randrange(len(prefixes))  # one of the shared prefixes, then tokens of its own
+                    prompt = list(prefixes[prefix]) + [rng.randrange(1, 97) for _ in range(rng.randint(1, 24))]
                     info[rid] = dict(prompt=prompt, prefix=prefix, max_tokens=rng.randint(1, 16), fault=fault, event=event,
                                      where='P', at=it, abort_after=rng.randint(0, 6))
                     if fault == 'corrupt_p': corrupted_prefixes.add(prefix)
                     if fault: fault_counts[fault] += 1
                     if event: event_counts[event] += 1
-                    if fault and transport == 'local' and fault not in PROXY_FAULTS: table[rid] = fault
-                    if fault and transport == 'nixl': nixl_fault(rid, fault)
+                    if fault and transport == 'local' and fault not in PROXY_FAULTS: table[rid] = fault  # FaultyLocal reads it
+                    elif transport == 'nixl' and fault in ('fail', 'timeout'): t.t[D.engine_id].faults[rid] = fault  # D's read
+                    elif transport == 'nixl' and fault == 'corrupt_p': t.t[P.engine_id].faults[rid] = 'corrupt'  # P's block
                     burst[rid] = info[rid]
                     P.add_request(Request(rid, info[rid]['prompt'], max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
                 ref.update(run_standalone({r: i['prompt'] for r, i in burst.items()}, {r: i['max_tokens'] for r, i in burst.items()},
@@ -190,7 +182,6 @@ def soak(requests:int=2000, # requests to send
                     i = end(rid, 'completed')
                     if out != ref[rid]: mismatched.append(dict(request=rid, fault=i['fault'], got=out, want=ref[rid],
                                                                shares_corrupted_prefix=i['prefix'] in corrupted_prefixes))
-                    ref.pop(rid, None)
             P.finished.clear(); P.outputs.clear()
             for rid in [r for r in ref if r not in info]: ref.pop(rid)
             done = sent - len(info)
@@ -210,8 +201,7 @@ def soak(requests:int=2000, # requests to send
                   mismatched_sharing_corrupted_prefix=sum(m['shares_corrupted_prefix'] for m in mismatched),
                   mismatched_by_fault=dict(Counter(str(m['fault']) for m in mismatched)), faults=dict(fault_counts), events=dict(event_counts),
                   injected=dict(getattr(t, 'injected', {})) if transport == 'local' else None,
-                  leaked_blocks=dict(P=_leaked(P), D=_leaked(D)), held_transfers=_held(t) if transport == 'local' else
-                  sum(sum(v.values()) for v in t.in_use().values()),
+                  leaked_blocks=dict(P=_leaked(P), D=_leaked(D)), held_transfers=_held(t),
                   recomputed_loads=D.scheduler.num_recomputed_loads, d_failures=dict(Counter(w for _, w in D.worker.failures)),
                   rss_mib=dict((k, round(v, 1)) for k, v in rss.items() if v is not None), seconds=round(secs, 1),
                   requests_per_s=round(sent / secs, 1), engine_dead=dead, first_mismatches=mismatched[:3],
@@ -254,10 +244,11 @@ def format_report(r:dict)->str:
 
 # %% ../../nbs/61_soak.ipynb #c8bebbdf
 def _positive(kind, name:str):
+    "An argparse type: a positive `kind` (int or float), refused naming `name`."
     def parse(text:str):
         try: v = kind(text)
-        except ValueError: raise argparse.ArgumentTypeError(f'{name}={text!r}: a positive {kind.__name__}') from None
-        if not v > 0 or v != v: raise argparse.ArgumentTypeError(f'{name}={text!r}: a positive {kind.__name__}')
+        except ValueError: v = float('nan')
+        check(v > 0, name, text, f'a positive {kind.__name__}', argparse.ArgumentTypeError)
         return v
     return parse
 
@@ -279,7 +270,6 @@ def save_soak(report:dict, name:str, command:str, folder=None):
 def run_soak(args)->int:
     "The CLI's `soak`: run with a progress bar, print the report, save it; 0 when it passed, 1 otherwise."
     from tqdm.auto import tqdm
-    if args.transport == 'nixl' and importlib.util.find_spec('nixl') is None: raise ValueError('transport=nixl: nixl is not installed')
     r = soak(args.requests, args.seconds, args.transport, args.seed,
              progress=lambda n: tqdm(total=n, desc=f'soak ({args.transport})', unit='req', mininterval=1.0))
     print(format_report(r))
