@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/plotting.html.md"""
 
 # %% auto #0
 __all__ = ['ARM_COLORS', 'COLUMN_PX', 'SCALE', 'RC', 'arm_color', 'figure', 'legend_outside', 'label_bars', 'PlotLayoutWarning',
-           'layout_problems', 'to_image', 'show']
+           'layout_problems', 'to_image', 'show', 'bars']
 
 # %% ../nbs/00a_plotting.ipynb #af79ad91
 import io
@@ -171,3 +171,30 @@ def show(fig, # a figure from `figure`
         ):
     "Display `fig` at page resolution with alt text, and close it."
     display(to_image(fig, alt))
+
+# %% ../nbs/00a_plotting.ipynb #5c64e8b3
+def bars(ax, # a matplotlib axis
+         labels:list, # one per group (setting)
+         series:dict, # name -> one value per group
+         title:str='', # axis title
+         ylabel:str='', # axis label
+         colors:dict|None=None, # name -> colour (default: the site's colour of an arm, else matplotlib's next)
+         fmt:str|None='{:g}', # how a bar's value is written (None: no values written)
+         legend:bool=True, # a legend beside the bars (False: the caller draws one, e.g. `legend_outside`)
+         rotation:int=30, # the group labels' angle
+        )->list:
+    "Grouped bars: one group per label, one bar per series, each bar labelled with its value; the bar containers."
+    check(len(series) > 0, 'series', series, 'at least one series to draw')
+    bad = [n for n, ys in series.items() if len(ys) != len(labels)]
+    check(not bad, 'series', series, f'one value per label ({len(labels)}) in every series, not so in {bad}')
+    w, out = 0.8 / len(series), []
+    for i, (name, ys) in enumerate(series.items()):
+        xs = [j + (i - (len(series) - 1) / 2) * w for j in range(len(labels))]
+        color = (colors or {}).get(name) or ARM_COLORS.get(str(name).lower().replace(' ', ''))  # an arm keeps its colour
+        out.append(ax.bar(xs, ys, w, label=name, color=color))
+        if fmt is not None: label_bars(ax, out[-1], fmt)
+    ax.set_xticks(range(len(labels)), labels, rotation=rotation, ha='right' if rotation else 'center')
+    if title: ax.set_title(title)
+    if ylabel: ax.set_ylabel(ylabel)
+    if legend: ax.legend(loc='upper left', bbox_to_anchor=(1.0, 1.0), frameon=False)  # beside the bars, never over them
+    return out

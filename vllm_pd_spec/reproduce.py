@@ -13,8 +13,8 @@ __all__ = ['EXPERIMENTS', 'DEFAULT_LABELS', 'FIX_PAGES', 'VERDICTS', 'SEED_DIREC
 import argparse, importlib, inspect, json, sys, time
 from tqdm.auto import tqdm
 from .config import check_output_path
-from .experiments.common import ExperimentResult, check_device, check_transport, _cell
-from .tables import markdown_table
+from .experiments.common import ExperimentResult, check_device, check_transport
+from .tables import markdown_table, _cell
 
 # %% ../nbs/81_reproduce.ipynb #ea997606
 EXPERIMENTS = {  # fix: (name, module)

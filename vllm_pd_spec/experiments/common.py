@@ -8,8 +8,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/experiments_common.html.md"""
 __all__ = ['ROLES', 'STANDALONE', 'RUNS', 'SILENT', 'ExperimentResult', 'torch_threads', 'check_device', 'check_transport',
            'make_transport', 'Arm', 'arms', 'pool_blocks', 'Served', 'serve', 'kv_slots', 'acceptance', 'StepLog',
            'runs_dir', 'save_run', 'load_run', 'first_divergence', 'differing', 'match_summary', 't975', 'mean_ci',
-           'paired', 'setup_text', 'measured_line', 'in_short', 'bars', 'conversations', 'second_turn', 'serve_turns',
-           'longest_turn', 'engine_configs', 'serve_sizes', 'reference', 'lossless', 'sweep', 'experiment_main']
+           'paired', 'conversations', 'second_turn', 'serve_turns', 'longest_turn', 'engine_configs', 'serve_sizes',
+           'reference', 'lossless', 'sweep', 'experiment_main']
 
 # %% ../../nbs/40_experiments_common.ipynb #82394b71
 import contextlib, json, math, time, torch
@@ -356,70 +356,8 @@ def paired(xs:list, ys:list)->tuple:
     return (*mean_ci(d), len(d)) if d else (0.0, 0.0, 0)
 
 # %% ../../nbs/40_experiments_common.ipynb #54893bd2
-from ..tables import reader_table, _cell, _words  # the one markdown table: its home is the tables page
+from ..tables import reader_table  # the one markdown table: its home is the tables page
 
-def setup_text(setup:dict, # an experiment's `setup`
-               decimals:int=3, # digits after the point for floats
-              )->str:
-    "An experiment's setup, one `key: value` line per key (nested dicts inline), for a folded block."
-    return '\n'.join(f'{_words(k)}: {_cell(v, decimals)}' for k, v in setup.items())
-
-# %% ../../nbs/40_experiments_common.ipynb #a0e9606f
-def measured_line(r, # an `ExperimentResult`, or its saved JSON as a dict
-                  decimals:int=3, # digits after the point for floats
-                 )->str:
-    "One result's headline as a sentence: the metric, legacy figure (its code) -> fixed figure (its code), standalone."
-    d = r if isinstance(r, dict) else r.to_json()
-    for key in ('metric', 'legacy', 'fixed'):
-        check(key in d, 'r', r, f'a result with {key!r}')
-    fig = lambda x: _cell(x, decimals) if not isinstance(x, (dict, list)) else '—'
-    label = lambda k: f" ({d[k].split(' (')[0]})" if d.get(k) else ''
-    s = f"{d['metric']}: **{fig(d['legacy'])}** legacy{label('legacy_label')} → **{fig(d['fixed'])}** fixed{label('fixed_label')}"
-    return s + (f"; standalone {fig(d['standalone'])}" if d.get('standalone') is not None else '')
-
-def in_short(breaks:str, # what breaks, in a sentence
-             releases:str, # in which releases (`explain.release_summary`)
-             measured:list, # sentences of what we measured (`measured_line`), each from a saved or live result
-             do:str, # what to do
-             links:str, # markdown links: the finding, the remedy, the overview, the glossary
-            )->str:
-    "The 'In short' box a fix page opens with, as a markdown note admonition."
-    for name, v in (('breaks', breaks), ('releases', releases), ('do', do), ('links', links)):
-        check(bool(v) and str(v).strip() != '', name, v, 'a non-empty sentence')
-    check(len(measured) > 0, 'measured', measured, 'at least one sentence')
-    cap = lambda t: t[:1].upper() + t[1:]
-    body = [f'**What breaks.** {breaks}', f'**Where.** {cap(releases)}.',
-            '**What we measured.** ' + (cap(measured[0].rstrip('.')) + '.' if len(measured) == 1 else ' '.join(f'({i}) {m}.' for i, m in enumerate(measured, 1))),
-            f'**What to do.** {cap(do)}', links]
-    return '!!! note "In short"\n\n' + '\n\n'.join('    ' + b.replace('\n', ' ') for b in body)
-
-# %% ../../nbs/40_experiments_common.ipynb #5c64e8b3
-def bars(ax, # a matplotlib axis
-         labels:list, # one per group (setting)
-         series:dict, # name -> one value per group
-         title:str='', # axis title
-         ylabel:str='', # axis label
-         colors:dict|None=None, # name -> colour (default: the site's colour of an arm, else matplotlib's next)
-         fmt:str|None='{:g}', # how a bar's value is written (None: no values written)
-         legend:bool=True, # a legend beside the bars (False: the caller draws one, e.g. `legend_outside`)
-         rotation:int=30, # the group labels' angle
-        )->list:
-    "Grouped bars: one group per label, one bar per series, each bar labelled with its value; the bar containers."
-    from vllm_pd_spec.plotting import ARM_COLORS, label_bars  # the site's key
-    check(len(series) > 0, 'series', series, 'at least one series to draw')
-    bad = [n for n, ys in series.items() if len(ys) != len(labels)]
-    check(not bad, 'series', series, f'one value per label ({len(labels)}) in every series, not so in {bad}')
-    w, out = 0.8 / len(series), []
-    for i, (name, ys) in enumerate(series.items()):
-        xs = [j + (i - (len(series) - 1) / 2) * w for j in range(len(labels))]
-        color = (colors or {}).get(name) or ARM_COLORS.get(str(name).lower().replace(' ', ''))  # an arm keeps its colour
-        out.append(ax.bar(xs, ys, w, label=name, color=color))
-        if fmt is not None: label_bars(ax, out[-1], fmt)
-    ax.set_xticks(range(len(labels)), labels, rotation=rotation, ha='right' if rotation else 'center')
-    if title: ax.set_title(title)
-    if ylabel: ax.set_ylabel(ylabel)
-    if legend: ax.legend(loc='upper left', bbox_to_anchor=(1.0, 1.0), frameon=False)  # beside the bars, never over them
-    return out
 
 # %% ../../nbs/40_experiments_common.ipynb #7039ca9e
 import argparse, random

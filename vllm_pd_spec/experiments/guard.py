@@ -12,8 +12,9 @@ __all__ = ['ARMS', 'MODELS', 'KS', 'NUM_PROMPTS', 'PROMPT_LEN', 'MAX_TOKENS', 'F
 import torch
 from ..config import Fixes
 from ..model.drafters import load_model, model_prompts
-from .common import (ExperimentResult, Arm, arms, serve, bars, setup_text, reader_table, sweep, SILENT, check_device,
+from .common import (ExperimentResult, Arm, arms, serve, reader_table, sweep, SILENT, check_device,
                                              check_transport, match_summary, STANDALONE)
+from ..tables import setup_text
 
 # %% ../../nbs/56_kernel_guard_experiment.ipynb #ea86f23f
 def kernel_backend(device:str # 'cpu' or 'cuda'
@@ -106,7 +107,7 @@ def plot(res:ExperimentResult # what `run` returned
         ):
     "Exact-match rate against standalone per k, one panel per model, one bar per arm."
     from matplotlib.colors import to_rgba
-    from vllm_pd_spec.plotting import figure, arm_color, legend_outside, show
+    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside, show
     models = list(dict.fromkeys(r['model'] for r in res.rows))
     fig, axes = figure(ncols=len(models), sharey=True)
     axes = axes if len(models) > 1 else [axes]

@@ -19,7 +19,8 @@ from ..engine.kv_cache_manager import SlotChecker, get_kv_cache_config
 from ..engine.toy_runner import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, bars, setup_text, reader_table, torch_threads, sweep, SILENT, StepLog
+from .common import ExperimentResult, reader_table, torch_threads, sweep, SILENT, StepLog
+from ..tables import setup_text
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #8596b94d
 MODEL = 'text-attn'
@@ -296,7 +297,7 @@ def run(device:str='cpu', # 'cpu' only: the model runs on the CPU here
 def plot(res:ExperimentResult # what `run` returned
         ):
     "Mean acceptance length per setting, legacy vs fixed, for the consumers run with the model."
-    from vllm_pd_spec.plotting import figure, arm_color, legend_outside
+    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside
     rows = [r for r in res.rows if r['consumer'] in ('scheduler', 'kv_cache_coordinator')]
     fig, ax = figure(height=2.8)
     bars(ax, [r['setting'].replace(', no block drop (ablation)', '\nno drop (ablation)') for r in rows],

@@ -19,7 +19,8 @@ from ..engine.request import Request
 from ..engine.scheduler import SchedulerAssertionError
 from ..engine.toy_runner import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, EngineDeadError
-from .common import ExperimentResult, bars, setup_text, reader_table, sweep, SILENT
+from .common import ExperimentResult, reader_table, sweep, SILENT
+from ..tables import setup_text
 
 # %% ../../nbs/53_truncation_ordering_experiment.ipynb #4c4fbda4
 GDN_HYBRID = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=16)
@@ -181,7 +182,7 @@ def run(device:str='cpu', # unused: no model runs here
 def plot(res:ExperimentResult # what `run` returned
         ):
     "Requests lost per configuration, legacy vs fixed, for the stream and the pair sweep."
-    from vllm_pd_spec.plotting import figure, arm_color, legend_outside
+    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside
     fig, axes = figure(ncols=2, height=2.8)
     for ax, sc in zip(axes, ('stream', 'pair sweep')):
         rows = [r for r in res.rows if r['scenario'] == sc]

@@ -14,8 +14,9 @@ from ..config import Fixes
 from ..contracts import rows as row_rules
 from ..engine.llm_engine import LLMEngine, StepObserver
 from ..model.drafters import load_model, model_prompts
-from .common import (ExperimentResult, Arm, arms, serve, bars, setup_text, reader_table, torch_threads, sweep, SILENT, check_device,
+from .common import (ExperimentResult, Arm, arms, serve, reader_table, torch_threads, sweep, SILENT, check_device,
                                              check_transport, match_summary, STANDALONE)
+from ..tables import setup_text
 
 # %% ../../nbs/55_gdn_decode_detection_experiment.ipynb #da5288ee
 def first_decode_step(k:int, # MTP drafts per step
@@ -155,7 +156,7 @@ def plot(res:ExperimentResult, # what `run` returned
         ):
     "Exact-match rate against standalone per k, one panel per setting, one bar per arm."
     from matplotlib.colors import to_rgba
-    from vllm_pd_spec.plotting import figure, arm_color, legend_outside, show
+    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside, show
     settings = list(dict.fromkeys(r['setting'] for r in res.rows))
     rules = list(dict.fromkeys(r['arm'] for r in res.rows))
     fig, axes = figure(ncols=len(settings), sharey=True)

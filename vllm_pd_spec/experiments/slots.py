@@ -16,7 +16,8 @@ from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, Arm, serve, kv_slots, bars, setup_text, reader_table, sweep, SILENT, check_device, mean_ci
+from .common import ExperimentResult, Arm, serve, kv_slots, reader_table, sweep, SILENT, check_device, mean_ci
+from ..tables import setup_text
 
 # %% ../../nbs/54_dflash_slots_experiment.ipynb #4a7fec78
 def shared_prefix_prompts(n:int, # prompts
@@ -217,7 +218,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
 def plot(res:ExperimentResult # what `run` returned
         ):
     "Where the legacy run's stray writes land, and victims and changed drafts per k, legacy vs fixed."
-    from vllm_pd_spec.plotting import figure, arm_color, legend_outside, label_bars, show
+    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside, label_bars, show
     fig, (a, b) = figure(ncols=2)
     kinds = ('other_request', 'cached', 'free', 'null', 'own')
     labels = [f"k={r['k']}, seed {r.get('seed', 0)}" for r in res.rows]
