@@ -6,7 +6,8 @@
 #   sweep   fix 2's full greedy sweep, one process per setting on the machine's CPU cores (tools/fix2_arms.py); with
 #           SWEEP_CPUS (e.g. 2-15) it runs in the background on those cores and the later steps on FG_CPUS (e.g. 0-1),
 #           so that the GPU steps' host thread has a core of its own; it is waited for before `times`
-#   test    make gpu-test GPU_PY=python3: every notebook with the gpu and slow flags but SKIP_RE's, then pytest -m "gpu or slow"
+#   test    make gpu-test GPU_PY=python3: every notebook with the gpu and slow flags but SKIP_RE's (only NB_RE's where set, so that
+#           the pages can be split over two calls), OMP_NUM_THREADS=NB_THREADS (default 2) each, then pytest -m "gpu or slow"
 #   pytest  only pytest -m "gpu or slow"; tests that fail are run again with the wheels in $ALT_WHL first on the path
 #           (e.g. an older numpy: Triton's interpreter before 3.7 fails with numpy >= 2.4, triton-lang/triton#9171)
 #   nbs     the notebooks in NBS only (nbdev-test), with $ALT_WHL first on the path when it is set
@@ -51,8 +52,10 @@ for s in $STEPS; do case $s in
              echo "== sweep on cores $SWEEP_CPUS: exit $? in $(( ($(date +%s%N) - t) / 1000000 )) ms" >> $R/sweep.log ) &
            SWEEP_PID=$!
          else step $R/sweep.log python3 tools/fix2_arms.py --models text-attn text-hybrid --processes ${SWEEP_PROCS:-18} ${SWEEP_ARGS:-} --out $R/fix2_sweep_h200.json; fi ;;
-  test)  step $R/gpu_test.log $FG make --no-print-directory gpu-test GPU_PY=python3 WHL=$WHL GPU_SITE=$SITE \
-           GPU_TEST_ARGS="--n-workers ${NB_WORKERS:-8} --timing --skip-file-re '$SKIP_RE'" ;;
+  test)  export OMP_NUM_THREADS=${NB_THREADS:-2}  # NB_WORKERS pages at once, each with torch's default of one thread per core, oversubscribe
+         step $R/gpu_test.log $FG make --no-print-directory gpu-test GPU_PY=python3 WHL=$WHL GPU_SITE=$SITE \
+           GPU_TEST_ARGS="--n-workers ${NB_WORKERS:-8} --timing --skip-file-re '$SKIP_RE'${NB_RE:+ --file-re '$NB_RE'}"
+         unset OMP_NUM_THREADS ;;
   pytest) step $R/pytest.log $FG python3 -m pytest tests/ -q -m "gpu or slow" -o cache_dir=/tmp/pytest-cache
          if [ "$last" != 0 ] && [ -n "${ALT_WHL:-}" ]; then
            echo "== again, the failed tests only, with $(ls $ALT_WHL) first on the path" | tee -a $R/pytest.log
