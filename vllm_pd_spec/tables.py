@@ -31,18 +31,18 @@ def reader_table(rows:list, # dicts, one per row
                  drop_constant:bool|None=None, # drop columns with one value in every row, said under the table (default: unless pivoted)
                 )->str:
     "A markdown table for a page: human headers, '—' for missing values, fixed decimals, constant columns dropped, sweeps pivoted."
-    if not rows: raise ValueError('rows: nothing to tabulate')
+    check(len(rows) > 0, 'rows', rows, 'at least one row to tabulate')
     headers = dict(headers or {})
     if pivot is not None:
         index, column, value = pivot
         for key in (index, column, value):
-            if not any(key in r for r in rows): raise ValueError(f'pivot: no row has the key {key!r}')
+            check(any(key in r for r in rows), 'pivot', pivot, f'keys of the rows (no row has {key!r})')
         out = {}
         for r in rows: out.setdefault(r.get(index), {index: r.get(index)})[f'{_words(column)} {r.get(column)}'] = r.get(value)
         rows = list(out.values())
     cols = cols or list(dict.fromkeys(k for r in rows for k in r))
     missing = [c for c in cols if not any(c in r for r in rows)]
-    if missing: raise ValueError(f'cols: no row has {missing}')
+    check(not missing, 'cols', cols, f'keys of the rows (no row has {missing})')
     note = []
     if (pivot is None if drop_constant is None else drop_constant) and len(rows) > 1:
         same = [c for c in cols if len({_cell(r.get(c), decimals) for r in rows}) == 1]
@@ -58,7 +58,7 @@ def markdown_table(rows:list, # dicts, one per row
                    cols:list|None=None, # the columns, in order (default: the first row's keys)
                   )->str:
     "`reader_table` with the keys as headers and every column kept: floats to 3 decimals, None as a dash."
-    if not rows: raise ValueError('rows: nothing to tabulate')
+    check(len(rows) > 0, 'rows', rows, 'at least one row to tabulate')
     cols = cols or list(rows[0])
     return reader_table(rows, cols, headers={c: str(c) for c in cols}, drop_constant=False)
 
