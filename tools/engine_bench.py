@@ -28,23 +28,13 @@ G = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(G)
 
 PATHS = ('batched', 'graphs', 'per-request')
 
-def graph_switch():
-    "`(owner, attribute)` of the engine's CUDA-graph switch, or None where the engine has none."
-    from vllm_pd_spec.engine.runner import ModelRunner
-    for name in ('cuda_graphs', 'use_cuda_graphs', 'cudagraphs', 'use_cudagraphs', 'enforce_eager'):
-        if hasattr(ModelRunner, name): return ModelRunner, name
-    return None
-
 def set_path(path:str):
     "Select a path for the engines built next (class-level switches; this tool's only)."
     from vllm_pd_spec.engine.runner import ModelRunner
     from vllm_pd_spec.model import model as M
     ModelRunner.batched_drafter = path != 'per-request'
     M.PAGED_ATTENTION = dict(batched=None, graphs='gather').get(path, 'rows')  # None: 'gather' on CUDA; the graphs replay gathered attention
-    sw = graph_switch()
-    if sw is not None:
-        owner, name = sw
-        setattr(owner, name, (path == 'graphs') != (name == 'enforce_eager'))
+    ModelRunner.enforce_eager = path != 'graphs'
 
 def prompts_for(model:str, n:int, prompt_len:int)->list:
     "`n` prompts of `prompt_len` tokens cut from 32 held-out prompts of 256 tokens."
@@ -61,12 +51,11 @@ def bench_row(model, path:str, prompts, warm, k, max_tokens, device, profile_win
     engine.generate(warm, max_tokens=max_tokens)  # warm-up: allocator, kernels and, on the graph path, the captures of these sizes
     calls, per_step = [], []
     hook = engine.runner.model.mtp.register_forward_pre_hook(lambda *_: calls.append(1))  # the runner's copy of the weights
-    replay = getattr(R, 'DecodeGraph', None)
-    run_drafter = replay.run_drafter if replay is not None else None
+    run_drafter = R.DecodeGraph.run_drafter
     def counted_replay(g):  # a replayed MTP pass runs its k captured modules (uncaptured, the hook counts them)
         if g.cuda: calls.extend([1] * g.k)
         return run_drafter(g)
-    if replay is not None: replay.run_drafter = counted_replay
+    R.DecodeGraph.run_drafter = counted_replay
     execute = engine.runner.execute_model
     def counted(scheduler_output):
         n = len(calls); out = execute(scheduler_output); per_step.append(len(calls) - n); return out
@@ -75,12 +64,12 @@ def bench_row(model, path:str, prompts, warm, k, max_tokens, device, profile_win
     try: outputs = engine.generate(prompts, max_tokens=max_tokens)
     finally:
         hook.remove()
-        if replay is not None: replay.run_drafter = run_drafter
+        R.DecodeGraph.run_drafter = run_drafter
     timing = timer.summary(len(prompts))
     try: bound = G.profile_steps(engine.step, profile_window, device) if G.decoding(engine, prompts, max_tokens) else \
                  dict(profiled_steps=0, note='the run ended before the profiled window')
     except Exception as e: bound = dict(profiled_steps=0, note=f'the profiler failed: {type(e).__name__}: {e}')
-    graphs = len(getattr(engine.runner, 'decode_graphs', {}) or {})
+    graphs = len(engine.runner.decode_graphs)
     return dict(path=path, batched_drafter=path != 'per-request', attention='rows' if path == 'per-request' else 'default',
                 cuda_graphs=path == 'graphs', captured_sizes=graphs, batch=len(prompts), k=k, max_tokens=max_tokens,
                 output_tokens=sum(len(o) for o in outputs), **timing, drafter_forwards_per_step_max=max(per_step, default=0),
@@ -92,7 +81,7 @@ def check_paths(device:str, n:int=8, max_tokens:int=12, methods=('mtp', 'eagle',
     from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
     from vllm_pd_spec.model.drafters import load_model
     m, prompts, got = load_model('text-hybrid', torch.float64, device=device), prompts_for('text-hybrid', n, 32), {}
-    paths = [p for p in PATHS if p != 'graphs' or (graph_switch() and device.startswith('cuda'))]
+    paths = [p for p in PATHS if p != 'graphs' or device.startswith('cuda')]
     for method in methods:
         outs = {}
         for path in paths:
@@ -125,11 +114,11 @@ def main(argv=None):
     from vllm_pd_spec.model.drafters import load_model
     if not a.device.startswith('cuda'): torch.set_num_threads(1)
     batches, cuda = [int(x) for x in a.batches.split(',')], a.device.startswith('cuda')
-    if a.dry_run and not cuda and graph_switch():  # the graph path's functions run uncaptured (the runner's test switch)
+    if a.dry_run and not cuda:  # the graph path's functions run uncaptured (the runner's test switch)
         from vllm_pd_spec.engine.runner import ModelRunner; ModelRunner._graph_eager_test = True
-    paths = [p for p in a.paths.split(',') if p != 'graphs' or ((cuda or a.dry_run) and graph_switch())]
+    paths = [p for p in a.paths.split(',') if p != 'graphs' or cuda or a.dry_run]
     run = dict(device=torch.cuda.get_device_name() if cuda else platform.processor() or 'cpu', torch=torch.__version__,
-               started=time.strftime('%Y-%m-%d %H:%M:%S'), graph_switch='.'.join(x.__name__ if isinstance(x, type) else x for x in graph_switch() or ()) or None,
+               started=time.strftime('%Y-%m-%d %H:%M:%S'), graph_switch='ModelRunner.enforce_eager',
                args=dict(vars(a), out=Path(a.out).name), paths=paths, complete=False, rows=[])
     out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
     G.warm_profiler(a.device)  # the profiler's start-up stays out of the first row's window

@@ -25,6 +25,7 @@ ARM_COLORS = {  # arm: colour, the same on every page
     'backoff': '#009E73',          # green: prefill backoff alone
     'handoff': '#E69F00',          # orange: hidden-state hand-off alone
     'backoff+handoff': '#CC79A7',  # reddish purple: backoff and hand-off together
+    'resetonadd': '#56B4E9',       # sky blue: 0.33.0 whose drafter resets a slot's rows when a request is added (ours)
 }
 
 def arm_color(arm:str, # an arm's name: a key of `ARM_COLORS`, in any case, spaces ignored

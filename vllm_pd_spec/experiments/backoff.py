@@ -22,8 +22,9 @@ from ..engine.llm_engine import LLMEngine, StepObserver
 from ..engine.runner import SamplingParams
 from ..model.drafters import SpecModel, load_model, model_prompts
 from . import common
-from .common import (ExperimentResult, Arm, arms, serve, kv_slots, reader_table, save_run, load_run,
+from .common import (ExperimentResult, Arm, arms, serve, kv_slots, save_run, load_run,
                                              torch_threads, check_device, check_transport, mean_ci, paired, StepLog)
+from ..tables import reader_table
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #3aef547d
 LEGACY_0271 = Fixes().off('lookahead_contract', 'prefill_backoff', 'truncation_ordering', 'gdn_decode_detection')
@@ -363,16 +364,11 @@ def arms_table(rows:dict, # {arm: row} of one setting (`run_setting`)
                          for a, r in rows.items()], decimals=4, drop_constant=False)
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #9cc31695
-def _arm_color(arm:str)->str:
-    "The site's colour of `arm`; sky blue for 'reset on add' (ours), which the shared palette does not name yet."
-    from vllm_pd_spec.plotting import arm_color
-    return '#56B4E9' if arm == 'reset on add' else arm_color(arm)
-
 def plot_heat(rows:dict, # {arm: row} of one setting
               title:str='', # what the setting is
              ):
     "One small heat map per arm: tainted entries (summed over requests) per MTP module and prompt position from the end."
-    from vllm_pd_spec.plotting import figure, show
+    from vllm_pd_spec.plotting import arm_color, figure, show
     names = list(rows)
     heats = {a: torch.tensor(rows[a]['heat']) for a in names}
     k, window = heats[names[0]].shape
@@ -383,7 +379,7 @@ def plot_heat(rows:dict, # {arm: row} of one setting
         ax.imshow(h, cmap='Reds', vmin=0, vmax=vmax, aspect='auto')
         for (j, x), v in [((j, x), int(h[j, x])) for j in range(k) for x in range(window)]:
             if v: ax.text(x, j, str(v), ha='center', va='center', fontsize=7, color='white' if v > vmax / 2 else 'black')
-        ax.set_title(_name(a, rows[a]), color=_arm_color(a), fontsize=8.5)
+        ax.set_title(_name(a, rows[a]), color=arm_color(a), fontsize=8.5)
         ax.set_xticks([0, window - 1], [f'N-{window}', 'N-1']); ax.set_yticks(range(k), [f'{j}' for j in range(k)]); ax.grid(False)
     axes[0].set_ylabel('MTP module')
     fig.suptitle(title, fontsize=9)
@@ -392,21 +388,22 @@ def plot_heat(rows:dict, # {arm: row} of one setting
 
 def _by_step(ax, rows:dict, steps:int=16):
     "On `ax`, one line per arm of `rows` (one setting): vLLM's mean acceptance length at each request's i-th decode step (1 .. `steps`)."
+    from vllm_pd_spec.plotting import arm_color
     for a, r in rows.items():
         pts = [(s + 1, v) for s, v in enumerate(r['acceptance_by_step'][:steps]) if v is not None]
-        if pts: ax.plot(*zip(*pts), color=_arm_color(a), lw=1, marker='.', ms=3, alpha=0.85, label=_name(a, r))
+        if pts: ax.plot(*zip(*pts), color=arm_color(a), lw=1, marker='.', ms=3, alpha=0.85, label=_name(a, r))
     ax.set_xticks([1, 4, 8, 12, 16])
 
 def plot_acceptance(rows:dict, # {arm: row} of one setting
                     title:str='', # what the setting is
                    ):
     "Mean acceptance length per arm, per-position acceptance, and acceptance by decode-step index."
-    from vllm_pd_spec.plotting import figure, legend_outside, show
+    from vllm_pd_spec.plotting import arm_color, figure, legend_outside, show
     fig, (a0, a1, a2) = figure(ncols=3, height=2.6)
     for i, (a, r) in enumerate(rows.items()):
-        a0.bar(i, r['mean_acceptance_length'], color=_arm_color(a), label=_name(a, r))
+        a0.bar(i, r['mean_acceptance_length'], color=arm_color(a), label=_name(a, r))
         pp = r['per_position_acceptance']
-        a1.plot(range(1, len(pp) + 1), pp, marker='o', color=_arm_color(a), alpha=0.85)
+        a1.plot(range(1, len(pp) + 1), pp, marker='o', color=arm_color(a), alpha=0.85)
     _by_step(a2, rows)
     lo = min(r['mean_acceptance_length'] for r in rows.values())
     a0.set_ylim(max(1, lo - 0.3), None); a0.set_xticks([]); a0.set_title("vLLM's mean acceptance length")
@@ -461,13 +458,14 @@ def plot_sweep(summary:list, # `summarize(...)`
                temperature:float=0.0, # which sampling
               ):
     "Each arm's mean acceptance length minus standalone's on the same prompts, against k; one panel per model; 95% intervals paired per request."
+    from vllm_pd_spec.plotting import arm_color
     models, arms = list(dict.fromkeys(r['model'] for r in summary)), [a for a in dict.fromkeys(r['arm'] for r in summary) if a != 'standalone']
     def draw(ax, m):
-        ax.axhline(0, color=_arm_color('standalone'), lw=1, label='standalone')
+        ax.axhline(0, color=arm_color('standalone'), lw=1, label='standalone')
         for i, a in enumerate(arms):
             rs = sorted((r for r in summary if (r['model'], r['temperature'], r['arm']) == (m, temperature, a)), key=lambda r: r['k'])
             x = [r['k'] + (i - (len(arms) - 1) / 2) * 0.08 for r in rs]
-            ax.errorbar(x, [r['diff'] for r in rs], yerr=[r['diff_ci'] for r in rs], color=_arm_color(a), marker='o', ls='none',
+            ax.errorbar(x, [r['diff'] for r in rs], yerr=[r['diff_ci'] for r in rs], color=arm_color(a), marker='o', ls='none',
                         capsize=2, label=_name(a, rs[0]))
         ax.set_title(m); ax.set_xlabel('k (MTP modules)'); ax.set_xticks(sorted({r['k'] for r in summary}))
     _grid([(m,) for m in models], len(models), draw, 'Δ vs standalone', 2.6,

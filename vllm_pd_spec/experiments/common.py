@@ -355,10 +355,6 @@ def paired(xs:list, ys:list)->tuple:
     d = [x - y for x, y in zip(xs, ys, strict=True) if x is not None and y is not None]
     return (*mean_ci(d), len(d)) if d else (0.0, 0.0, 0)
 
-# %% ../../nbs/40_experiments_common.ipynb #54893bd2
-from ..tables import reader_table  # the one markdown table: its home is the tables page
-
-
 # %% ../../nbs/40_experiments_common.ipynb #7039ca9e
 import argparse, random
 from types import SimpleNamespace

@@ -12,9 +12,9 @@ __all__ = ['ARMS', 'MODELS', 'KS', 'NUM_PROMPTS', 'PROMPT_LEN', 'MAX_TOKENS', 'F
 import torch
 from ..config import Fixes
 from ..model.drafters import load_model, model_prompts
-from .common import (ExperimentResult, Arm, arms, serve, reader_table, sweep, SILENT, check_device,
+from .common import (ExperimentResult, Arm, arms, serve, sweep, SILENT, check_device,
                                              check_transport, match_summary, STANDALONE)
-from ..tables import setup_text
+from ..tables import reader_table, setup_text
 
 # %% ../../nbs/56_kernel_guard_experiment.ipynb #ea86f23f
 def kernel_backend(device:str # 'cpu' or 'cuda'

@@ -19,8 +19,8 @@ from ..engine.kv_cache_manager import SlotChecker, get_kv_cache_config
 from ..engine.toy_runner import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, reader_table, torch_threads, sweep, SILENT, StepLog
-from ..tables import setup_text
+from .common import ExperimentResult, torch_threads, sweep, SILENT, StepLog
+from ..tables import reader_table, setup_text
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #8596b94d
 MODEL = 'text-attn'

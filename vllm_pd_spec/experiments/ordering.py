@@ -19,8 +19,8 @@ from ..engine.request import Request
 from ..engine.scheduler import SchedulerAssertionError
 from ..engine.toy_runner import ToyRunner
 from ..engine.llm_engine import LLMEngine, StepObserver, EngineDeadError
-from .common import ExperimentResult, reader_table, sweep, SILENT
-from ..tables import setup_text
+from .common import ExperimentResult, sweep, SILENT
+from ..tables import reader_table, setup_text
 
 # %% ../../nbs/53_truncation_ordering_experiment.ipynb #4c4fbda4
 GDN_HYBRID = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=16)

@@ -14,9 +14,9 @@ from ..config import Fixes
 from ..contracts import rows as row_rules
 from ..engine.llm_engine import LLMEngine, StepObserver
 from ..model.drafters import load_model, model_prompts
-from .common import (ExperimentResult, Arm, arms, serve, reader_table, torch_threads, sweep, SILENT, check_device,
+from .common import (ExperimentResult, Arm, arms, serve, torch_threads, sweep, SILENT, check_device,
                                              check_transport, match_summary, STANDALONE)
-from ..tables import setup_text
+from ..tables import reader_table, setup_text
 
 # %% ../../nbs/55_gdn_decode_detection_experiment.ipynb #da5288ee
 def first_decode_step(k:int, # MTP drafts per step

@@ -16,8 +16,8 @@ from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, Arm, serve, kv_slots, reader_table, sweep, SILENT, check_device, mean_ci
-from ..tables import setup_text
+from .common import ExperimentResult, Arm, serve, kv_slots, sweep, SILENT, check_device, mean_ci
+from ..tables import reader_table, setup_text
 
 # %% ../../nbs/54_dflash_slots_experiment.ipynb #4a7fec78
 def shared_prefix_prompts(n:int, # prompts
