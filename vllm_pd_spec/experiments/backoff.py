@@ -8,8 +8,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.htm
 __all__ = ['LEGACY_0271', 'ARMS', 'TOL', 'MODELS', 'KS', 'NUM_SEEDS', 'PROMPT_LEN', 'MAX_TOKENS', 'TEMPERATURE', 'DEFAULT',
            'QUICK', 'VARIANTS', 'FULL', 'SWEEP_RUN', 'SEED_FIGURE', 'NOTES', 'ARM_FIGURES', 'Continuation',
            'prompt_drafter_kv', 'FinalKV', 'reference_drafter_kv', 'census', 'predicted', 'num_matched', 'serve_arm',
-           'taint', 'acceptance', 'prompt_set', 'run_setting', 'run_settings', 'run', 'arms_table', 'plot_heat',
-           'plot_acceptance', 'summarize', 'setting', 'plot_sweep', 'plot_by_step', 'sweep_table']
+           'taint', 'acceptance', 'prompt_set', 'run_setting', 'run_settings', 'run', 'summarize']
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #9f5d71ce
 import contextlib, itertools, multiprocessing, time, torch
@@ -24,7 +23,6 @@ from ..model.drafters import SpecModel, load_model, model_prompts
 from . import common
 from .common import (ExperimentResult, Arm, arms, serve, kv_slots, save_run, load_run,
                                              torch_threads, check_device, check_transport, mean_ci, paired, StepLog)
-from ..tables import reader_table
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #3aef547d
 LEGACY_0271 = Fixes().off('lookahead_contract', 'prefill_backoff', 'truncation_ordering', 'gdn_decode_detection')
@@ -350,69 +348,6 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engines run
     with torch_threads(1): rows = run_settings(settings, cfg['num_prompts'], device=device, transport=transport, processes=processes, bar=bar)
     return _result(rows, setup, device)
 
-# %% ../../nbs/52_prefill_backoff_experiment.ipynb #5f7c19cc
-def _name(arm:str, row:dict)->str: return arm + (' (ours)' if row['ours'] else '')
-
-def arms_table(rows:dict, # {arm: row} of one setting (`run_setting`)
-              )->str:
-    "A markdown table of one setting: acceptance (vLLM's, drafted only, per position), census, invariant, contract, outputs."
-    return reader_table([{'arm': _name(a, r), 'code': r['label'], "vLLM's mean acceptance length": r['mean_acceptance_length'],
-                          'drafted steps only': r['mean_acceptance_length_drafted'], 'per-position acceptance': r['per_position_acceptance'],
-                          'tainted entries (requests)': f"{r['tainted_entries']} ({r['requests_tainted']})",
-                          'of which stale re-prefill': r['stale_reprefill_entries'], 'invariant holds': r['invariant'],
-                          'census = contract': not r['contract_mismatches'], 'requests ≠ standalone': r['requests_differing']}
-                         for a, r in rows.items()], decimals=4, drop_constant=False)
-
-# %% ../../nbs/52_prefill_backoff_experiment.ipynb #9cc31695
-def plot_heat(rows:dict, # {arm: row} of one setting
-              title:str='', # what the setting is
-             ):
-    "One small heat map per arm: tainted entries (summed over requests) per MTP module and prompt position from the end."
-    from vllm_pd_spec.plotting import arm_color, figure, show
-    names = list(rows)
-    heats = {a: torch.tensor(rows[a]['heat']) for a in names}
-    k, window = heats[names[0]].shape
-    vmax = max(int(h.max()) for h in heats.values()) or 1
-    fig, axes = figure(ncols=len(names), height=1.6 + 0.25 * k, sharey=True)
-    for ax, a in zip(axes, names):
-        h = heats[a].flip(-1)  # oldest position left, the prompt's last position right
-        ax.imshow(h, cmap='Reds', vmin=0, vmax=vmax, aspect='auto')
-        for (j, x), v in [((j, x), int(h[j, x])) for j in range(k) for x in range(window)]:
-            if v: ax.text(x, j, str(v), ha='center', va='center', fontsize=7, color='white' if v > vmax / 2 else 'black')
-        ax.set_title(_name(a, rows[a]), color=arm_color(a), fontsize=8.5)
-        ax.set_xticks([0, window - 1], [f'N-{window}', 'N-1']); ax.set_yticks(range(k), [f'{j}' for j in range(k)]); ax.grid(False)
-    axes[0].set_ylabel('MTP module')
-    fig.suptitle(title, fontsize=9)
-    show(fig, alt=f'Heat maps, one per arm ({", ".join(names)}): drafter KV entries that differ from a clean recomputation, '
-                  f'summed over requests, per MTP module (rows) and prompt position from N-{window} to N-1 (columns). {title}')
-
-def _by_step(ax, rows:dict, steps:int=16):
-    "On `ax`, one line per arm of `rows` (one setting): vLLM's mean acceptance length at each request's i-th decode step (1 .. `steps`)."
-    from vllm_pd_spec.plotting import arm_color
-    for a, r in rows.items():
-        pts = [(s + 1, v) for s, v in enumerate(r['acceptance_by_step'][:steps]) if v is not None]
-        if pts: ax.plot(*zip(*pts), color=arm_color(a), lw=1, marker='.', ms=3, alpha=0.85, label=_name(a, r))
-    ax.set_xticks([1, 4, 8, 12, 16])
-
-def plot_acceptance(rows:dict, # {arm: row} of one setting
-                    title:str='', # what the setting is
-                   ):
-    "Mean acceptance length per arm, per-position acceptance, and acceptance by decode-step index."
-    from vllm_pd_spec.plotting import arm_color, figure, legend_outside, show
-    fig, (a0, a1, a2) = figure(ncols=3, height=2.6)
-    for i, (a, r) in enumerate(rows.items()):
-        a0.bar(i, r['mean_acceptance_length'], color=arm_color(a), label=_name(a, r))
-        pp = r['per_position_acceptance']
-        a1.plot(range(1, len(pp) + 1), pp, marker='o', color=arm_color(a), alpha=0.85)
-    _by_step(a2, rows)
-    lo = min(r['mean_acceptance_length'] for r in rows.values())
-    a0.set_ylim(max(1, lo - 0.3), None); a0.set_xticks([]); a0.set_title("vLLM's mean acceptance length")
-    a1.set_title('per-position acceptance'); a1.set_xlabel('draft position'); a1.set_xticks(range(1, len(pp) + 1))
-    a2.set_title('by decode step'); a2.set_xlabel("i-th decode step (vLLM's count)")
-    legend_outside(fig, 'bottom'); fig.suptitle(title, fontsize=9)
-    show(fig, alt=f'Three panels for {title}: mean acceptance length per arm (bars), per-position acceptance per arm (lines), '
-                  f'and mean acceptance length at each request\'s i-th decode step per arm (lines).')
-
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #66017a65
 def summarize(rows:list, # the sweep's rows (`run(full=True).rows`)
              )->list:
@@ -438,63 +373,3 @@ def summarize(rows:list, # the sweep's rows (`run(full=True).rows`)
                                                                                for col in zip(*(r['acceptance_by_step'] for r in rs)))],
                         heat=torch.tensor([r['heat'] for r in rs]).sum(0).tolist()))
     return out
-
-def setting(summary:list, model:str, k:int, temperature:float=0.0)->dict:
-    "`{arm: summary row}` of one setting (heat maps summed and acceptance averaged over the seeds)."
-    return {r['arm']: r for r in summary if (r['model'], r['k'], r['temperature']) == (model, k, temperature)}
-
-def _sampling(temperature:float)->str: return 'greedy' if temperature == 0 else f'temperature {temperature}'
-
-def _grid(panels:list, ncols:int, draw, ylabel:str, height:float, alt:str):
-    "`draw(ax, *panel)` for each of `panels` in a grid `ncols` wide sharing x, `ylabel` on each row, one legend under them; shown with `alt`."
-    from vllm_pd_spec.plotting import figure, legend_outside, show
-    fig, axes = figure(ncols=ncols, nrows=len(panels) // ncols, height=height, squeeze=False, sharex=True)
-    for ax, panel in zip(axes.flat, panels): draw(ax, *panel)
-    for row in axes: row[0].set_ylabel(ylabel)
-    legend_outside(fig, 'bottom')
-    show(fig, alt=alt)
-
-def plot_sweep(summary:list, # `summarize(...)`
-               temperature:float=0.0, # which sampling
-              ):
-    "Each arm's mean acceptance length minus standalone's on the same prompts, against k; one panel per model; 95% intervals paired per request."
-    from vllm_pd_spec.plotting import arm_color
-    models, arms = list(dict.fromkeys(r['model'] for r in summary)), [a for a in dict.fromkeys(r['arm'] for r in summary) if a != 'standalone']
-    def draw(ax, m):
-        ax.axhline(0, color=arm_color('standalone'), lw=1, label='standalone')
-        for i, a in enumerate(arms):
-            rs = sorted((r for r in summary if (r['model'], r['temperature'], r['arm']) == (m, temperature, a)), key=lambda r: r['k'])
-            x = [r['k'] + (i - (len(arms) - 1) / 2) * 0.08 for r in rs]
-            ax.errorbar(x, [r['diff'] for r in rs], yerr=[r['diff_ci'] for r in rs], color=arm_color(a), marker='o', ls='none',
-                        capsize=2, label=_name(a, rs[0]))
-        ax.set_title(m); ax.set_xlabel('k (MTP modules)'); ax.set_xticks(sorted({r['k'] for r in summary}))
-    _grid([(m,) for m in models], len(models), draw, 'Δ vs standalone', 2.6,
-          f'Mean acceptance length of each P/D arm minus standalone on the same prompts, against k, one panel per model '
-          f'({", ".join(models)}), {_sampling(temperature)}, with 95% intervals paired per request (every request of every seed).')
-
-def plot_by_step(summary:list, # `summarize(...)`
-                 temperature:float=0.0, # which sampling
-                 steps:int=16, # decode-step indices
-                ):
-    "vLLM's mean acceptance length at each request's i-th decode step (1 .. `steps`), per arm; one panel per model and k."
-    models, ks = list(dict.fromkeys(r['model'] for r in summary)), sorted({r['k'] for r in summary})
-    def draw(ax, m, k):
-        _by_step(ax, setting(summary, m, k, temperature), steps)
-        ax.set_title(f'{m}, k={k}', fontsize=8.5)
-        if m == models[-1]: ax.set_xlabel("request's i-th decode step")
-    _grid([(m, k) for m in models for k in ks], len(ks), draw, 'acceptance length', 1.9 * len(models) + 0.6,
-          f"vLLM's mean acceptance length at each request's i-th decode step (1 to {steps}), one line per arm, one panel per "
-          f"model ({', '.join(models)}) and k ({', '.join(map(str, ks))}), {_sampling(temperature)}, averaged over the seeds.")
-
-def sweep_table(summary:list, # `summarize(...)`
-                model:str, temperature:float)->str:
-    "A markdown table, arms by k: vLLM's mean acceptance length ± 95% CI, the per-request paired difference from standalone, taint."
-    s = {(r['k'], r['arm']): r for r in summary if r['model'] == model and r['temperature'] == temperature}
-    ks, names = sorted({k for k, _ in s}), list(dict.fromkeys(a for _, a in s))
-    def cells(a, r):
-        delta = '' if a == 'standalone' else f' ({r["diff"]:+.3f} ± {r["diff_ci"]:.3f})'
-        return {f'k={r["k"]}: acceptance length (Δ vs standalone)': f'{r["mean_acceptance_length"]:.3f} ± {r["ci"]:.3f}{delta}',
-                f'k={r["k"]}: taint': f'{r["tainted_entries"]} in {r["requests_tainted"]} req. ({r["stale_reprefill_entries"]} stale re-prefill; invariant '
-                                      + ('holds' if r['invariant'] else 'fails') + ')' + ('' if r['census_equals_contract'] else ' (≠ contract)')}
-    return reader_table([{'arm': f'{a} ({s[ks[0], a]["label"]})'} | {c: v for k in ks for c, v in cells(a, s[k, a]).items()} for a in names],
-                        drop_constant=False)  # an arm of ours says so in its label

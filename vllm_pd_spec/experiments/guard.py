@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/kernel_guard_experiment.html.m
 
 # %% auto #0
 __all__ = ['ARMS', 'MODELS', 'KS', 'NUM_PROMPTS', 'PROMPT_LEN', 'MAX_TOKENS', 'FULL', 'SEED_FIGURE', 'NOTES', 'kernel_backend',
-           'guard_case', 'guard_rows', 'run', 'plot']
+           'guard_case', 'guard_rows', 'run']
 
 # %% ../../nbs/56_kernel_guard_experiment.ipynb #ec5dabcd
 import torch
@@ -101,25 +101,3 @@ def run(device:str='cpu', # 'cpu' (the interpreter) or 'cuda' (the compiled kern
                           arms={'main #45237..#47466': by[m, k, 'legacy']['exact_match_rate'], '0.33.0': by[m, k, 'fixed']['exact_match_rate'],
                                 '0.24.0 (no padding)': by[m, k, '0.24.0']['exact_match_rate']})
                      for m in g['models'] for k in g['ks']])
-
-# %% ../../nbs/56_kernel_guard_experiment.ipynb #1d7633fc
-def plot(res:ExperimentResult # what `run` returned
-        ):
-    "Exact-match rate against standalone per k, one panel per model, one bar per arm."
-    from matplotlib.colors import to_rgba
-    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside, show
-    models = list(dict.fromkeys(r['model'] for r in res.rows))
-    fig, axes = figure(ncols=len(models), sharey=True)
-    axes = axes if len(models) > 1 else [axes]
-    names = {'legacy': 'guard off + padding (main #45237..#47466)', 'fixed': 'guard on (0.33.0)', '0.24.0': '0.24.0: no guard, no padding'}
-    colors = {names['legacy']: arm_color('legacy'), names['fixed']: arm_color('fixed'), names['0.24.0']: to_rgba(arm_color('legacy'), 0.45)}
-    for ax, name in zip(axes, models):
-        rs = {(r['k'], r['arm']): r['exact_match_rate'] for r in res.rows if r['model'] == name}
-        ks, shown = sorted({k for k, _ in rs}), list(dict.fromkeys(a for _, a in rs))
-        bars(ax, [f'k={k}' for k in ks], {names[a]: [rs[k, a] for k in ks] for a in shown}, name, colors=colors, fmt='{:.2f}',
-             legend=False, rotation=0)
-        ax.set_ylim(0, 1.15)
-    axes[0].set_ylabel('P/D == standalone (share)')
-    legend_outside(fig)
-    show(fig, alt='Share of requests whose P/D continuation equals standalone through the Triton kernel, per k and model, '
-                  'with the guard off (with the padding), on, and as 0.24.0 shipped it (no guard, no padding).')

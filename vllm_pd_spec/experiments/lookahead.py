@@ -8,7 +8,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/lookahead_experiment.html.md""
 __all__ = ['MODEL', 'DEFAULT', 'FULL', 'BUDGET', 'MAX_TOKENS', 'NOTES', 'LEGACY_LABEL', 'FIXED_LABEL', 'DEVICES', 'DEVICES_WHY',
            'text_model', 'mtp_engine', 'paired', 'chunked_prompts', 'chunked_prefill_run', 'reserve_rows',
            'pair_prompts', 'prefix_pair_run', 'publication_rows', 'window_case', 'window_rows', 'runner_row',
-           'v0290_figure', 'run', 'plot']
+           'v0290_figure', 'run']
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #c6b98674
 import functools, torch
@@ -292,16 +292,3 @@ def run(device:str='cpu', # 'cpu' only: the model runs on the CPU here
         legacy_consequence_seen=any((r['differs'] and r['diff'] < 0) or not r['outputs_equal']
                                     for r in reserve + publication if r.get('drop', True)),
         setup=setup, rows=rows, per_setting=per_setting, notes=NOTES, legacy_label=LEGACY_LABEL, fixed_label=FIXED_LABEL)
-
-# %% ../../nbs/51_lookahead_experiment.ipynb #b7ec348c
-def plot(res:ExperimentResult # what `run` returned
-        ):
-    "Mean acceptance length per setting, legacy vs fixed, for the consumers run with the model."
-    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside
-    rows = [r for r in res.rows if r['consumer'] in ('scheduler', 'kv_cache_coordinator')]
-    fig, ax = figure(height=2.8)
-    bars(ax, [r['setting'].replace(', no block drop (ablation)', '\nno drop (ablation)') for r in rows],
-         {arm: [r[arm] for r in rows] for arm in ('legacy', 'fixed')}, ylabel='mean acceptance length', fmt=None, legend=False, rotation=0)
-    ax.tick_params(axis='x', labelsize=7.5); ax.set_ylim(1, None)
-    legend_outside(fig)
-    return fig

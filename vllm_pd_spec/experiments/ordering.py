@@ -6,8 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/truncation_ordering_experiment
 
 # %% auto #0
 __all__ = ['GDN_HYBRID', 'DEFAULT', 'FULL', 'SEED', 'NUM_DOCS', 'MAX_LEN', 'HEADLINE_BLOCK', 'NOTES', 'DEVICES', 'DEVICES_WHY',
-           'p_engine', 'p_request', 'fix3_case', 'pair_rows', 'prefix_stream', 'stream_run', 'stream_rows', 'run',
-           'plot']
+           'p_engine', 'p_request', 'fix3_case', 'pair_rows', 'prefix_stream', 'stream_run', 'stream_rows', 'run']
 
 # %% ../../nbs/53_truncation_ordering_experiment.ipynb #e80715a3
 import random
@@ -177,18 +176,3 @@ def run(device:str='cpu', # unused: no model runs here
         invariant_holds=all(r['fixed_deaths'] == 0 for r in rows) and all(r['agree'] == r['of'] for r in rows if 'agree' in r),
         legacy_consequence_seen=any(r['legacy_lost'] > 0 for r in rows),
         setup=setup, rows=rows, per_setting=per_setting, notes=NOTES)
-
-# %% ../../nbs/53_truncation_ordering_experiment.ipynb #8c030327
-def plot(res:ExperimentResult # what `run` returned
-        ):
-    "Requests lost per configuration, legacy vs fixed, for the stream and the pair sweep."
-    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside
-    fig, axes = figure(ncols=2, height=2.8)
-    for ax, sc in zip(axes, ('stream', 'pair sweep')):
-        rows = [r for r in res.rows if r['scenario'] == sc]
-        bars(ax, [('' if r['spec'] == 'none' else r['spec'].replace('mtp', 'MTP') + '\n') + f"block {r['block_size']}" for r in rows],
-             {arm: [r[f'{arm}_lost'] for r in rows] for arm in ('legacy', 'fixed')}, f"{sc} (of {rows[0]['requests']} each)",
-             legend=False, rotation=0)
-    axes[0].set_ylabel('requests lost')
-    legend_outside(fig)
-    return fig

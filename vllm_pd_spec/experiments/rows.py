@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/gdn_decode_detection_experimen
 
 # %% auto #0
 __all__ = ['SETTINGS', 'ARMS', 'KS', 'RULES', 'SETTING_NAMES', 'NUM_PROMPTS', 'PROMPT_LEN', 'FULL', 'SEED_FIGURE', 'NOTES',
-           'first_decode_step', 'WrongPathRows', 'serve_rule', 'rule_rows', 'run', 'plot']
+           'first_decode_step', 'WrongPathRows', 'serve_rule', 'rule_rows', 'run']
 
 # %% ../../nbs/55_gdn_decode_detection_experiment.ipynb #032cfd62
 import torch
@@ -149,29 +149,3 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
         per_setting=[dict(setting=f"text-hybrid, MTP k={r['k']}, {r['setting']}: {r['label']}", legacy=r['exact_match_rate'],
                           fixed=by[r['setting'], r['k'], fixed]['exact_match_rate'], standalone=None, legacy_label=r['label'])
                      for r in rows if r['arm'] != fixed])
-
-# %% ../../nbs/55_gdn_decode_detection_experiment.ipynb #2f8f2f8c
-def plot(res:ExperimentResult, # what `run` returned
-         title:str='', # the figure's title
-        ):
-    "Exact-match rate against standalone per k, one panel per setting, one bar per arm."
-    from matplotlib.colors import to_rgba
-    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside, show
-    settings = list(dict.fromkeys(r['setting'] for r in res.rows))
-    rules = list(dict.fromkeys(r['arm'] for r in res.rows))
-    fig, axes = figure(ncols=len(settings), sharey=True)
-    axes = axes if len(settings) > 1 else [axes]
-    shade = {'main #45237..#47466': ('legacy', 0.3), '0.24.0': ('legacy', 0.6), '0.27.1': ('legacy', 1.0),
-             '0.33.0 V1': ('fixed', 0.55), '0.33.0 V2': ('fixed', 1.0)}
-    colors = {rule: to_rgba(arm_color(shade.get(rule, ('fixed', 1.0))[0]), shade.get(rule, ('fixed', 1.0))[1]) for rule in rules}
-    for ax, setting in zip(axes, settings):
-        rs = {(r['k'], r['arm']): r['exact_match_rate'] for r in res.rows if r['setting'] == setting}
-        ks = sorted({k for k, _ in rs})
-        bars(ax, [f'k={k}' for k in ks], {rule: [rs[k, rule] for k in ks] for rule in rules}, setting, colors=colors, fmt=None,
-             legend=False, rotation=0)
-        ax.set_ylim(0, 1.05)
-    axes[0].set_ylabel('P/D == standalone (share)')
-    if title: fig.suptitle(title)
-    legend_outside(fig)
-    show(fig, alt='Share of requests whose P/D continuation equals standalone, per k, for each arm (row rule, padding, kernel); '
-                  'one panel per setting.')

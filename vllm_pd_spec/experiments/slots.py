@@ -7,7 +7,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/dflash_slots_experiment.html.m
 # %% auto #0
 __all__ = ['KS', 'NUM_REQUESTS', 'SEEDS', 'MAX_TOKENS', 'NUM_BLOCKS', 'MAX_NUM_SEQS', 'FULL', 'SEED_FIGURE', 'LEGACY_LABEL',
            'FIXED_LABEL', 'NOTES', 'shared_prefix_prompts', 'StrayWrites', 'StreamLog', 'stream_case', 'compare',
-           'slots_rows', 'victims_summary', 'run', 'plot']
+           'slots_rows', 'victims_summary', 'run']
 
 # %% ../../nbs/54_dflash_slots_experiment.ipynb #cc9c8d89
 import random, torch
@@ -213,25 +213,3 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
                      for s in summary]
                     + [dict(setting=f"{r['setting']}, {r['requests']} requests, seed {r['seed']}: acceptance length",
                             legacy=r['legacy_acceptance_length'], fixed=r['fixed_acceptance_length'], standalone=None) for r in rows])
-
-# %% ../../nbs/54_dflash_slots_experiment.ipynb #11285f49
-def plot(res:ExperimentResult # what `run` returned
-        ):
-    "Where the legacy run's stray writes land, and victims and changed drafts per k, legacy vs fixed."
-    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside, label_bars, show
-    fig, (a, b) = figure(ncols=2)
-    kinds = ('other_request', 'cached', 'free', 'null', 'own')
-    labels = [f"k={r['k']}, seed {r.get('seed', 0)}" for r in res.rows]
-    bottom = [0] * len(res.rows)
-    for i, kind in enumerate(kinds):
-        ys = [r[f'landed_{kind}'] for r in res.rows]
-        if not any(ys): continue  # a kind no write landed in draws no bar
-        label_bars(a, a.bar(labels, ys, bottom=bottom, label=f'lands: {kind}', color=arm_color('legacy'), alpha=1 - 0.17 * i), label_type='center')
-        bottom = [x + y for x, y in zip(bottom, ys)]
-    a.set_title('legacy: stray KV writes', fontsize=9); a.set_ylabel('writes')
-    bars(b, labels, {arm: [r[f'{arm}_victims'] for r in res.rows] for arm in ('legacy', 'fixed')},
-         f"requests overwritten (of {res.rows[0]['requests']})", legend=False, rotation=0)
-    b.plot([i - 0.2 for i in range(len(res.rows))], [r['drafts_changed'] for r in res.rows], 'kx', label='legacy: drafts changed')
-    legend_outside(fig)
-    show(fig, alt="Left: the legacy run's KV writes past each request's allocation, by the kind of block they land in. "
-                  "Right: requests whose KV another request overwrote, legacy vs fixed, and the requests whose drafts changed.")
