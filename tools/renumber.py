@@ -17,7 +17,7 @@ The floors, in reading order (the number's first digit names the floor):
     1x  model (corpus, task, GDN, model, drafters, training)
     2x  kernels (fix 6's page is the home of `kernels.combine`)
     3x  engine (request ... scheduler, transport, runner, LLM engine, KV groups, offload, state exchange, NIXL)
-    4x  experiments' kit (common, beyond kit)
+    4x  experiments' kit (common, beyond kit), the experiments' figures
     5x  experiments (5N: fix N's experiment; 59a-59e: beyond the six), 6x: the other runs (model gates, soak)
     7x  audit, plugin, explain
     8x  CLI
@@ -86,6 +86,7 @@ MAPPING = {  # old notebook name -> new (without .ipynb); identity entries are n
     # 4x: experiments' kit
     '29_experiments_common': '40_experiments_common',
     '09f_beyond_kit': '41_beyond_kit',
+    '41_figures': '41_figures',
     '30_reproduce': '81_reproduce',
     # 5x, 6x: experiments
     '01b_lookahead_experiment': '51_lookahead_experiment',
