@@ -21,7 +21,8 @@ def plot_lookahead(res:ExperimentResult # what `run` returned
     rows = [r for r in res.rows if r['consumer'] in ('scheduler', 'kv_cache_coordinator')]
     fig, ax = figure(height=2.8)
     bars(ax, [r['setting'].replace(', no block drop (ablation)', '\nno drop (ablation)') for r in rows],
-         {arm: [r[arm] for r in rows] for arm in ('legacy', 'fixed')}, ylabel='mean acceptance length', fmt=None, legend=False, rotation=0)
+         {arm: [r[arm] for r in rows] for arm in ('legacy', 'fixed')}, ylabel='mean acceptance length', fmt=None, legend=False,
+         rotation=0 if len(rows) <= 4 else 30)  # more settings than fit side by side: slanted labels
     ax.tick_params(axis='x', labelsize=7.5); ax.set_ylim(1, None)
     legend_outside(fig)
     return fig
