@@ -42,6 +42,8 @@ demo: install
 browser:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# The tests in TEST_WORKERS processes, each test file's tests in one of them (its module fixtures built once).
+TEST_WORKERS ?= 2
 test: install-dev browser vendor
 	$(BIN)/python tools/unchanged.py vllm_pd_spec,nbs -- $(BIN)/nbdev-export
 	$(BIN)/python tools/unchanged.py nbs -- $(BIN)/nbdev-clean
@@ -50,7 +52,7 @@ test: install-dev browser vendor
 	$(BIN)/python tools/prep_docs.py check nbs $(SITE_TMP)
 	$(BIN)/python tools/check_site.py $(SITE_TMP)
 	$(BIN)/python tools/unchanged.py README.md -- $(BIN)/python tools/prep_docs.py readme _proc/index.ipynb README.md
-	DOCS_DIR=$(SITE_TMP) $(BIN)/python -m pytest tests/ -q
+	DOCS_DIR=$(SITE_TMP) $(BIN)/python -m pytest tests/ -q -n $(TEST_WORKERS) --dist loadfile
 	@rm -rf $(SITE_TMP)
 
 # KaTeX (math, typeset at build time under node) and Mermaid (diagrams, drawn to SVG at build time in headless
