@@ -17,17 +17,20 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 # The CPU build of torch first, where no torch is importable; the package itself pins no torch.
+TORCH_FIRST = $(BIN)/python -c "import torch" 2>/dev/null || $(PIP) $(TORCH_CPU)
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -c "import torch" 2>/dev/null || $(PIP) $(TORCH_CPU)
+	$(TORCH_FIRST)
 	$(PIP) -e ".[triton]"
 	touch $@
 
+# The package with every extra in one install (it holds the plain install too, so that counts as done).
 # nixl: the `nixl` meta package depends on nixl-cu12 and nixl-cu13 on an unpinned torch, hence --no-deps.
 NIXL := nixl==1.5.1 nixl-cu13==1.5.1
-$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(TORCH_FIRST)
 	$(PIP) -e ".[dev,docs,triton]"
 	$(PIP) --no-deps $(NIXL)
-	touch $@
+	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
