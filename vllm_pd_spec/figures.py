@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/figures.html.md"""
 
 # %% auto #0
 __all__ = ['plot_lookahead', 'arms_table', 'plot_heat', 'plot_acceptance', 'setting', 'plot_sweep', 'plot_by_step', 'sweep_table',
-           'plot_ordering', 'plot_slots', 'plot_rows', 'plot_guard']
+           'plot_ordering', 'plot_slots', 'match_panels', 'plot_rows', 'plot_guard']
 
 # %% ../nbs/41_figures.ipynb #cdaf185b
 import torch
@@ -17,7 +17,7 @@ from .tables import reader_table
 def plot_lookahead(res:ExperimentResult # what `run` returned
         ):
     "Mean acceptance length per setting, legacy vs fixed, for the consumers run with the model."
-    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside
+    from vllm_pd_spec.plotting import bars, figure, legend_outside
     rows = [r for r in res.rows if r['consumer'] in ('scheduler', 'kv_cache_coordinator')]
     fig, ax = figure(height=2.8)
     bars(ax, [r['setting'].replace(', no block drop (ablation)', '\nno drop (ablation)') for r in rows],
@@ -155,7 +155,7 @@ def sweep_table(summary:list, # `summarize(...)`
 def plot_ordering(res:ExperimentResult # what `run` returned
         ):
     "Requests lost per configuration, legacy vs fixed, for the stream and the pair sweep."
-    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside
+    from vllm_pd_spec.plotting import bars, figure, legend_outside
     fig, axes = figure(ncols=2, height=2.8)
     for ax, sc in zip(axes, ('stream', 'pair sweep')):
         rows = [r for r in res.rows if r['scenario'] == sc]
@@ -189,49 +189,53 @@ def plot_slots(res:ExperimentResult # what `run` returned
                   "Right: requests whose KV another request overwrote, legacy vs fixed, and the requests whose drafts changed.")
 
 # %% ../nbs/41_figures.ipynb #2149e3a3
+def match_panels(res:ExperimentResult, # fix 5's or fix 6's result: rows with `k`, `arm`, `exact_match_rate`
+                 by:str, # the row field with one panel per value ('setting', 'model')
+                 colors:dict, # series name -> colour
+                 names:dict|None=None, # arm -> series name (default: the arm's own)
+                 fmt:str|None=None, # how a bar's value is written (None: not written)
+                 top:float=1.05, # the y axis' top
+                ):
+    "Exact-match rate against standalone per k, one panel per value of `by`, one bar per arm; the figure (not shown)."
+    from vllm_pd_spec.plotting import bars, figure, legend_outside
+    panels = list(dict.fromkeys(r[by] for r in res.rows))
+    fig, axes = figure(ncols=len(panels), sharey=True)
+    axes = axes if len(panels) > 1 else [axes]
+    for ax, panel in zip(axes, panels):
+        rs = {(r['k'], r['arm']): r['exact_match_rate'] for r in res.rows if r[by] == panel}
+        ks, shown = sorted({k for k, _ in rs}), list(dict.fromkeys(a for _, a in rs))
+        bars(ax, [f'k={k}' for k in ks], {(names or {}).get(a, a): [rs[k, a] for k in ks] for a in shown}, panel, colors=colors,
+             fmt=fmt, legend=False, rotation=0)
+        ax.set_ylim(0, top)
+    axes[0].set_ylabel('P/D == standalone (share)')
+    legend_outside(fig)
+    return fig
+
 def plot_rows(res:ExperimentResult, # what `run` returned
          title:str='', # the figure's title
         ):
     "Exact-match rate against standalone per k, one panel per setting, one bar per arm."
     from matplotlib.colors import to_rgba
-    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside, show
-    settings = list(dict.fromkeys(r['setting'] for r in res.rows))
-    rules = list(dict.fromkeys(r['arm'] for r in res.rows))
-    fig, axes = figure(ncols=len(settings), sharey=True)
-    axes = axes if len(settings) > 1 else [axes]
+    from vllm_pd_spec.plotting import arm_color, show
     shade = {'main #45237..#47466': ('legacy', 0.3), '0.24.0': ('legacy', 0.6), '0.27.1': ('legacy', 1.0),
              '0.33.0 V1': ('fixed', 0.55), '0.33.0 V2': ('fixed', 1.0)}
-    colors = {rule: to_rgba(arm_color(shade.get(rule, ('fixed', 1.0))[0]), shade.get(rule, ('fixed', 1.0))[1]) for rule in rules}
-    for ax, setting in zip(axes, settings):
-        rs = {(r['k'], r['arm']): r['exact_match_rate'] for r in res.rows if r['setting'] == setting}
-        ks = sorted({k for k, _ in rs})
-        bars(ax, [f'k={k}' for k in ks], {rule: [rs[k, rule] for k in ks] for rule in rules}, setting, colors=colors, fmt=None,
-             legend=False, rotation=0)
-        ax.set_ylim(0, 1.05)
-    axes[0].set_ylabel('P/D == standalone (share)')
+    colors = {rule: to_rgba(arm_color(shade.get(rule, ('fixed', 1.0))[0]), shade.get(rule, ('fixed', 1.0))[1])
+              for rule in dict.fromkeys(r['arm'] for r in res.rows)}
+    fig = match_panels(res, 'setting', colors)
     if title: fig.suptitle(title)
-    legend_outside(fig)
     show(fig, alt='Share of requests whose P/D continuation equals standalone, per k, for each arm (row rule, padding, kernel); '
                   'one panel per setting.')
+
 
 # %% ../nbs/41_figures.ipynb #d1f4ea46
 def plot_guard(res:ExperimentResult # what `run` returned
         ):
     "Exact-match rate against standalone per k, one panel per model, one bar per arm."
     from matplotlib.colors import to_rgba
-    from vllm_pd_spec.plotting import bars, figure, arm_color, legend_outside, show
-    models = list(dict.fromkeys(r['model'] for r in res.rows))
-    fig, axes = figure(ncols=len(models), sharey=True)
-    axes = axes if len(models) > 1 else [axes]
+    from vllm_pd_spec.plotting import arm_color, show
     names = {'legacy': 'guard off + padding (main #45237..#47466)', 'fixed': 'guard on (0.33.0)', '0.24.0': '0.24.0: no guard, no padding'}
     colors = {names['legacy']: arm_color('legacy'), names['fixed']: arm_color('fixed'), names['0.24.0']: to_rgba(arm_color('legacy'), 0.45)}
-    for ax, name in zip(axes, models):
-        rs = {(r['k'], r['arm']): r['exact_match_rate'] for r in res.rows if r['model'] == name}
-        ks, shown = sorted({k for k, _ in rs}), list(dict.fromkeys(a for _, a in rs))
-        bars(ax, [f'k={k}' for k in ks], {names[a]: [rs[k, a] for k in ks] for a in shown}, name, colors=colors, fmt='{:.2f}',
-             legend=False, rotation=0)
-        ax.set_ylim(0, 1.15)
-    axes[0].set_ylabel('P/D == standalone (share)')
-    legend_outside(fig)
-    show(fig, alt='Share of requests whose P/D continuation equals standalone through the Triton kernel, per k and model, '
-                  'with the guard off (with the padding), on, and as 0.24.0 shipped it (no guard, no padding).')
+    show(match_panels(res, 'model', colors, names, fmt='{:.2f}', top=1.15),
+         alt='Share of requests whose P/D continuation equals standalone through the Triton kernel, per k and model, '
+             'with the guard off (with the padding), on, and as 0.24.0 shipped it (no guard, no padding).')
+
