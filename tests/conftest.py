@@ -1,5 +1,5 @@
-"Shared pytest set-up: GPU-marked tests skip without CUDA; hypothesis profiles."
-import os, pytest
+"Shared pytest set-up: GPU-marked tests skip without CUDA; hypothesis profiles; the `reproduce` command over results already made."
+import copy, importlib, json, os, pytest
 from hypothesis import settings, HealthCheck
 
 # `make test` runs every property test it collects with the profile's 1,000 examples (the state machine included: it
@@ -21,3 +21,14 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason='needs CUDA: run `make gpu-test` on a GPU machine')
     for it in items:
         if 'gpu' in it.keywords: it.add_marker(skip)
+
+@pytest.fixture
+def reproduce_over(monkeypatch, tmp_path):
+    "`reproduce_over(results, modules)`: the JSON `reproduce --fix ... --quick` writes, each fix's `run` (in `modules`) returning `results[fix]`."
+    def go(results:dict, modules:dict)->list:
+        from vllm_pd_spec.cli import main
+        for f, m in modules.items(): monkeypatch.setattr(importlib.import_module(m), 'run', lambda f=f, **kw: copy.deepcopy(results[f]))
+        out = tmp_path/'r.json'
+        assert main(['reproduce', '--fix', *map(str, modules), '--quick', '--json', str(out)]) == 0
+        return json.loads(out.read_text())
+    return go

@@ -1,5 +1,5 @@
 "Experiments of fixes 1, 3 and 4: quick runs hold the fixed invariant, show the legacy consequence, and go through `reproduce`."
-import copy, importlib, json, shutil, subprocess, sys
+import importlib, json, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 from vllm_pd_spec.experiments.common import ExperimentResult
@@ -105,13 +105,9 @@ def test_fix4_three_seeds_with_paired_intervals(results):
 
 SCRIPT = shutil.which('vllm-pd-spec', path=str(Path(sys.executable).parent)) or shutil.which('vllm-pd-spec')
 
-def test_reproduce_cli(results, monkeypatch, tmp_path):
+def test_reproduce_cli(results, reproduce_over):
     "The command over the quick runs above (the experiments are not run twice): one JSON object per fix, in order, labels filled in."
-    from vllm_pd_spec.cli import main
-    for f, m in MODULES.items(): monkeypatch.setattr(importlib.import_module(m), 'run', lambda f=f, **kw: copy.deepcopy(results[f]))
-    out = tmp_path/'r.json'
-    assert main(['reproduce', '--fix', '1', '3', '4', '--quick', '--json', str(out)]) == 0
-    d = json.loads(out.read_text())
+    d = reproduce_over(results, MODULES)
     assert isinstance(d, list) and [x['fix'] for x in d] == [1, 3, 4]
     assert all(FIELDS <= set(x) and x['invariant_holds'] and x['legacy_consequence_seen'] == (x['fix'] != 1) for x in d)
     labels = {x['fix']: (x['legacy_label'], x['fixed_label']) for x in d}

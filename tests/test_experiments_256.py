@@ -1,6 +1,5 @@
 "Experiments of fixes 2, 5 and 6 on the real engine: small default runs hold the fixed invariant, show the legacy consequence, and go through `reproduce`."
-import copy, importlib, json
-from pathlib import Path
+import importlib, json
 import pytest
 from vllm_pd_spec.experiments.common import ExperimentResult
 
@@ -116,13 +115,9 @@ def test_nixl_transport_gives_the_same_rows(results):
         drop = lambda rows: [{k: v for k, v in x.items() if k != 'seconds'} for x in rows]  # fix 2's rows time each arm
         assert drop(r.rows) == drop(results[f].rows) and r.setup['transport'] == 'nixl'
 
-def test_reproduce_cli(results, monkeypatch, tmp_path):
+def test_reproduce_cli(results, reproduce_over):
     "The command over the quick runs above (the experiments are not run twice): one JSON object per fix, in order, labels filled in."
-    from vllm_pd_spec.cli import main
-    for f, m in MODULES.items(): monkeypatch.setattr(importlib.import_module(m), 'run', lambda f=f, **kw: copy.deepcopy(results[f]))
-    out = tmp_path/'r.json'
-    assert main(['reproduce', '--fix', '2', '5', '6', '--quick', '--json', str(out)]) == 0
-    d = json.loads(out.read_text())
+    d = reproduce_over(results, MODULES)
     assert isinstance(d, list) and [x['fix'] for x in d] == [2, 5, 6]
     assert all(FIELDS <= set(x) and x['invariant_holds'] for x in d)
     assert all(x['legacy_consequence_seen'] for x in d if x['fix'] != 2)
