@@ -135,3 +135,42 @@ def test_publication_rule_is_the_schedulers_choice():
         s = Scheduler(VllmConfig(mtp, ModelConfig((LayerSpec('full_attention'),), 4), fixes=fixes))
         assert s.kv_cache_manager.num_reprefillable_tokens == r and s.kv_cache_manager.use_eagle
     with pytest.raises(ValueError, match='num_reprefillable_tokens'): KVCacheManager(manager().kv_cache_config, 64, num_reprefillable_tokens=-1)
+
+def test_a_gdn_hit_on_a_state_published_this_step_waits_for_the_next():
+    "0.34.0's `cached_blocks_this_step`: the state after a block is computed by the step that publishes it."
+    kvm = manager(('full_attention', 'gdn'))
+    a, b = Request('a', list(range(10)), block_size=4), Request('b', list(range(10)), block_size=4)
+    kvm.new_step_starts()
+    assert kvm.allocate_slots(a, 10) is not None
+    hit, n = kvm.get_computed_blocks(b)
+    assert n == 8 and kvm.allocate_slots(b, 2, n, hit) is None and 'b' not in kvm.managers[0].req_to_blocks
+    kvm.new_step_starts()
+    hit, n = kvm.get_computed_blocks(b)
+    assert kvm.allocate_slots(b, 2, n, hit) is not None and kvm.get_block_ids('b')[0][:2] == kvm.get_block_ids('a')[0][:2]
+
+def test_an_attention_only_hit_in_the_same_step_is_taken():
+    "Attention KV is written before any row reads it: no wait without a GDN group."
+    kvm = manager()
+    a, b = Request('a', list(range(10)), block_size=4), Request('b', list(range(10)), block_size=4)
+    kvm.new_step_starts(); kvm.allocate_slots(a, 10)
+    hit, n = kvm.get_computed_blocks(b)
+    assert n == 8 and kvm.allocate_slots(b, 2, n, hit) is not None
+
+@pytest.fixture(scope='module')
+def text_hybrid():
+    import torch
+    from vllm_pd_spec.model.drafters import load_model, model_prompts
+    return load_model('text-hybrid', torch.float64), model_prompts('text-hybrid', 2, prompt_len=40, reserve=16)
+
+@pytest.mark.parametrize('method', [None, 'eagle', 'dflash'])
+def test_one_prompt_twice_in_one_step_on_the_hybrid_model(text_hybrid, method):
+    "The same prompt twice in one `generate` on text-hybrid: prefix caching on gives what it gives off (standalone and P/D)."
+    import torch
+    from vllm_pd_spec.config import CacheConfig
+    from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, make_config
+    model, (p, q) = text_hybrid
+    run = lambda caching: LLMEngine(make_config(method, 2, model=model, block_size=4, cache_config=CacheConfig(
+        enable_prefix_caching=caching)), model, dtype=torch.float64).generate([p, p, q, p], 8)
+    want = run(False)
+    assert want[0] == want[1] == want[3] and run(True) == want
+    assert PDPair(method, 2, model=model, block_size=4, dtype=torch.float64).generate([p, p, q, p], 8) == want

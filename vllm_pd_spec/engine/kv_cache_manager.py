@@ -138,6 +138,9 @@ class SingleTypeKVCacheManager:
         "Leading positions whose KV this group no longer needs."
         return 0
 
+    def new_step_starts(self):
+        "Called at the start of every `schedule()` (the GDN group forgets what it published in the last step)."
+
     def remove_skipped_blocks(self, request_id:str, num_computed_tokens:int):
         "Replace blocks wholly inside the skipped positions by the null block and free them."
         blocks = self.req_to_blocks.get(request_id)
@@ -180,8 +183,30 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
 
 class MambaManager(SingleTypeKVCacheManager):
     "Keeps the block with the state after the last computed token (`mamba_cache_mode='align'`)."
+    def __init__(self, kv_cache_spec, block_pool:BlockPool, kv_cache_group_id:int):
+        super().__init__(kv_cache_spec, block_pool, kv_cache_group_id)
+        self.cached_blocks_this_step: set = set()  # hashes published this step: their states exist only after its forward
+
     def get_num_skipped_tokens(self, num_computed_tokens:int)->int:
         return max(0, (num_computed_tokens - 1) // self.block_size * self.block_size)
+
+    def get_num_blocks_to_allocate(self, request_id:str, num_tokens:int, new_computed_blocks:list)->int:
+        "As the base, except that a hit on a state published this step waits: more blocks than the pool has (0.34.0)."
+        if new_computed_blocks and new_computed_blocks[-1].block_hash in self.cached_blocks_this_step:
+            return self.block_pool.num_gpu_blocks + 1
+        return super().get_num_blocks_to_allocate(request_id, num_tokens, new_computed_blocks)
+
+    def cache_blocks(self, request:Request, num_tokens:int):
+        "Register the full blocks, and remember the ones published this step."
+        rid = request.request_id
+        before = self.num_cached_block.get(rid, 0)
+        super().cache_blocks(request, num_tokens)
+        for b in self.req_to_blocks.get(rid, [])[before:self.num_cached_block.get(rid, 0)]:
+            if not b.is_null and b.block_hash is not None: self.cached_blocks_this_step.add(b.block_hash)
+
+    def new_step_starts(self):
+        "A new step: every state published before it has been computed."
+        self.cached_blocks_this_step.clear()
 
     def find_longest_cache_hit(self, block_hashes:list, max_length:int)->list:
         n = min(len(block_hashes), max_length // self.block_size)
@@ -226,6 +251,9 @@ class KVCacheManager:
 
     @property
     def usage(self)->float: return self.block_pool.get_usage()
+    def new_step_starts(self):
+        "The scheduler starts a step (upstream's `KVCacheManager.new_step_starts`)."
+        for m in self.managers: m.new_step_starts()
     def create_empty_block_list(self)->KVCacheBlocks: return KVCacheBlocks(tuple([] for _ in self.managers))
 
     def _agreed_hit(self, block_hashes:list, length:int, max_cache_hit_length:int)->tuple:

@@ -129,6 +129,7 @@ def _full_attention_groups(self:Scheduler)->set:
 def schedule(self:Scheduler)->SchedulerOutput:
     "Decide this step's work: running requests first, then waiting ones unless a request was preempted."
     num_scheduled_tokens, scheduled_spec_decode_tokens = {}, {}
+    self.kv_cache_manager.new_step_starts()  # states published in the last step exist now (a same-step GDN hit waits)
     token_budget, scheduled_running_reqs, preempted_reqs, prefill_scheduled = self._schedule_running(
         self.max_num_scheduled_tokens, num_scheduled_tokens, scheduled_spec_decode_tokens)
     scheduled_new_reqs = [] if preempted_reqs else self._schedule_waiting(
