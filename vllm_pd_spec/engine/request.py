@@ -9,7 +9,9 @@ __all__ = ['BlockHash', 'NONE_HASH', 'RequestStatus', 'hash_block_tokens', 'Requ
 
 # %% ../../nbs/30_engine_request.ipynb #793c13b2
 import enum, hashlib
+from collections.abc import Mapping, Set
 from fastcore.basics import patch
+from ..config import check, check_int, ArgTypeError
 
 # %% ../../nbs/30_engine_request.ipynb #abb0310e
 class RequestStatus(enum.IntEnum):
@@ -46,6 +48,8 @@ def hash_block_tokens(parent_block_hash:BlockHash|None, # hash of the previous b
     return h.digest()
 
 # %% ../../nbs/30_engine_request.ipynb #8c0abdf3
+_NOT_A_PROMPT = (str, bytes, bytearray, memoryview, Mapping, Set)  # iterable, but not a sequence of token ids in order
+
 class Request:
     "One generation request: token ids, progress counters, status, P/D params and prefix-cache hashes."
     def __init__(self,
@@ -58,6 +62,8 @@ class Request:
                  arrival_time:float=0.0, # for FCFS order and reports
                 ):
         self.request_id, self.max_tokens, self.eos_token_id = request_id, max_tokens, eos_token_id
+        check(not isinstance(prompt_token_ids, _NOT_A_PROMPT) and hasattr(prompt_token_ids, '__iter__'), 'prompt_token_ids',
+              prompt_token_ids, 'a sequence of token ids (a list or tuple; not text, bytes, a dict or a set)', ArgTypeError)
         self.prompt_token_ids = list(prompt_token_ids)
         self.num_prompt_tokens = len(self.prompt_token_ids)
         self._output_token_ids: list = []
@@ -73,6 +79,14 @@ class Request:
         self.block_size = block_size
         self._block_hashes: list = []
 
+    @property
+    def max_tokens(self)->int: return self._max_tokens
+    @max_tokens.setter
+    def max_tokens(self, n:int): self._max_tokens = check_int('max_tokens', n, 1)  # set after `add_request` too: never junk
+    @property
+    def block_size(self)->int|None: return self._block_size
+    @block_size.setter
+    def block_size(self, n:int|None): self._block_size = None if n is None else check_int('block_size', n, 1)
     @property
     def output_token_ids(self)->list: return self._output_token_ids
     @property
