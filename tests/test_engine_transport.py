@@ -314,3 +314,56 @@ def test_a_prefix_cache_hit_on_a_block_changed_after_it_was_computed_fails_the_c
     assert t.verify(read('c'))
     t.send_blocks('P', 'd', ([1, 2], [3]))  # no hashes (partial blocks, no prefix caching): checksummed at publication
     assert t.verify(read('d')) and len(t.block_digests) == 2 * 3 + 1  # one record per (cache, block id) with a hash
+
+JUNK = [[1], {'a': 1}, {1, 2}, 12345, 1.5, float('nan'), None, b'prefill-0', True, '', 'many', -1, 10**30, [[None]], [['x']],
+        [[True]], [[-3]], 'x' * 5000, ((1, 2),), [[1.0]]]
+FIELDS = ('remote_engine_id', 'remote_request_id', 'remote_block_ids', 'remote_num_tokens')
+
+def junk_run(transport):
+    "Every junk value in every field of P's params: D never dies, recomputes, and gives the standalone output; nothing held."
+    from vllm_pd_spec.config import make_kv_transfer_params
+    from vllm_pd_spec.engine.nixl_pd import build_toy_engine, run_standalone
+    P, D = build_toy_engine('prefill', transport, 64), build_toy_engine('decode', transport, 64)
+    cases = [(f, v) for f in FIELDS for v in JUNK]
+    prompts = {f'j{i}': [i % 90 + 1, 9, 2, 7, 3, 8, 1, 4, 6] for i in range(len(cases))}  # no two share a block
+    want = run_standalone(prompts, 3, prefix_caching=False)
+    for (rid, prompt), (field, value) in zip(prompts.items(), cases):
+        P.add_request(Request(rid, prompt, max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
+        params = None
+        while params is None:
+            params = next((o.kv_transfer_params for o in P.step() if o.request_id == rid and o.finish_reason), None)
+        D.add_request(Request(rid, prompt, max_tokens=3, kv_transfer_params=dict(params, **{field: value})))
+        for _ in range(20_000):
+            if not (P.has_work() or D.has_work()): break
+            P.step(); D.step()
+        assert D.dead is None and P.dead is None and D.outputs.pop(rid) == want[rid], (field, value)
+    assert D.scheduler.num_recomputed_loads >= len(cases) - 4  # a few values are harmless (e.g. a longer remote count)
+    return P, D
+
+def test_junk_transfer_params_never_kill_d():
+    "A list, dict, set, number or junk string where P's engine id, request id, block ids or token count go: a failed load, recomputed."
+    t = LocalTransport(timeout_s=0.0, lease_s=0.0)
+    junk_run(t)
+    assert not any(t.in_use().values())
+
+def test_d_heartbeats_keep_p_lease_while_the_request_waits_in_d_queue():
+    "D runs one request at a time; the next waits in D's queue past P's lease: D's heartbeats renew it, so its load lands (no recompute)."
+    from vllm_pd_spec.config import make_kv_transfer_params, VllmConfig, CacheConfig, SchedulerConfig
+    from vllm_pd_spec.engine.nixl_pd import build_toy_engine, TOY_MODEL, TOY_DRAFTER, ToyKVRunner
+    from vllm_pd_spec.engine.llm_engine import LLMEngine
+    from vllm_pd_spec.engine.kv_cache_manager import get_kv_cache_config
+    now = [0.0]
+    t = LocalTransport(timeout_s=1000.0, lease_s=5.0, clock=lambda: now[0])
+    P = build_toy_engine('prefill', t, 64)
+    vc = VllmConfig(model=TOY_MODEL, role='decode', cache_config=CacheConfig(num_gpu_blocks=64), scheduler_config=SchedulerConfig(max_num_seqs=1))
+    D = LLMEngine(vc, transport=t, runner=ToyKVRunner, kv_cache_config=get_kv_cache_config(vc, drafter_layer_names=TOY_DRAFTER))
+    prompts = {'a': [5, 9, 2, 7, 3, 8, 1, 4, 6], 'b': [6, 1, 8, 2, 9, 4, 7, 3, 5]}
+    p_side = lambda rid: P.add_request(Request(rid, prompts[rid], max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
+    p_side('a')
+    for _ in range(300):
+        for o in P.step():
+            if o.finish_reason: D.add_request(Request(o.request_id, prompts[o.request_id], max_tokens=30, kv_transfer_params=o.kv_transfer_params))
+        D.step(); now[0] += 1.0  # a second a step: 'b' waits ~30 s behind 'a' in D's queue
+        if D.scheduler.running and 'b' not in P.scheduler.requests and 'b' not in D.outputs: p_side('b')  # once 'a' runs on D
+        if not (P.has_work() or D.has_work()) and 'b' in D.finished: break
+    assert len(D.outputs['a']) == len(D.outputs['b']) == 30 and D.scheduler.num_recomputed_loads == 0 and t.stats['lease_expired'] == 0

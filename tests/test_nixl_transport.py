@@ -140,10 +140,61 @@ def test_more_requests_than_staging_slots():
     assert _wait(lambda: not P.published, P, D)
     P._free_slots = []  # every staging slot held: the publication waits (backpressure), P does not raise
     P.send_blocks('p-t', 'c', ([5], [5]), states={'gdn': torch.tensor([3.0])})
-    assert P.in_use()['backlog'] == 1 and 'c' not in P.published and P.stats['publish_waits'] >= 1
-    P._free_slots = [0]; P.get_notifs('p-t')  # a slot frees: the oldest waiting publication goes out
+    assert P.in_use()['backlog'] == 1 and 'c' not in P.published  # nobody asked for it yet
+    assert D.read_blocks('d-t', 'c', ([5], [5]), 'p-t', 'c', ([5], [5])) is None  # D asks: `want`
+    assert _wait(lambda: P.stats['publish_waits'] >= 1, P, D) and 'c' not in P.published
+    P._free_slots = [0]; P.get_notifs('p-t')  # a slot frees: the wanted publication goes out
     assert 'c' in P.published and P.in_use()['backlog'] == 0
     P.close(); D.close()
+
+def test_p_publishes_what_d_reads_first():
+    "Two staging slots, three requests with states: D reads the last first; P publishes it, not the two D has not asked for."
+    P, D, _, _ = _pair()
+    P.num_state_slots, P._free_slots = 2, [0, 1]
+    for i, rid in enumerate('abc'): P.send_blocks('p-t', rid, ([i + 1], [i + 1]), states={'gdn': torch.tensor([float(i)])})
+    rec = _read(P, D, 'c', ([4], [4]), ([3], [3]))
+    assert D.verify(rec) and float(rec.states['gdn']) == 2.0 and set(P._backlog) == {'a', 'b'} and not P.published
+    P.close(); D.close()
+
+def test_heartbeats_keep_p_blocks_and_publications_are_bounded_in_bytes():
+    "D's heartbeat renews P's lease of a request not read yet; D keeps at most `max_pending_bytes` of publications nobody read."
+    import time
+    P, D, _, _ = _pair()
+    P.lease_s = 0.3
+    P.send_blocks('p-t', 'a', ([1], [1]), states={'gdn': torch.tensor([1.0])})
+    t = time.monotonic()
+    while time.monotonic() - t < 0.6:
+        D._beat_at.clear(); D.renew_leases('d-t', (('p-t', 'a'),)); _wait(lambda: False, P, D, 0.02); P.get_notifs('p-t')
+    assert 'a' in P._backlog and P.stats['lease_expired'] == 0 and P.stats['p_beat'] > 0
+    _wait(lambda: False, P, D, 0.5); P.get_notifs('p-t')
+    assert not P._backlog and P.stats['lease_expired'] == 1  # no more heartbeats: the lease runs out
+    P._publish('q0', ([1], [1]), None)
+    assert _wait(lambda: D.pubs_in, P, D)
+    D.max_pending_bytes = 2 * next(iter(D.pubs_in.values()))['nbytes'] + 1  # room for two
+    for i in range(1, 6): P._publish(f'q{i}', ([1], [1]), None)
+    assert _wait(lambda: D.stats['dropped_pubs'] == 4, P, D) and len(D.pubs_in) == 2 and D._pubs_in_bytes <= D.max_pending_bytes
+    assert set(D.pubs_in) == {('p-t', 'q4'), ('p-t', 'q5')}  # the oldest went first
+    P.close(); D.close()
+
+def test_nixl_listens_on_loopback_unless_configured():
+    "UCX's listening sockets are on 127.0.0.1 only (`UCX_NET_DEVICES=lo` by default), in a fresh process."
+    import subprocess, sys, textwrap
+    code = textwrap.dedent("""
+        import os, torch
+        from vllm_pd_spec.engine.nixl_transport import NixlPair
+        t = NixlPair()
+        for e in ('a', 'b'): t.register_kv_caches(e, {'x': torch.zeros(4, 8)}, {'x': 0})
+        fds = set()
+        for fd in os.listdir('/proc/self/fd'):
+            try: fds.add(os.readlink(f'/proc/self/fd/{fd}'))
+            except OSError: pass
+        ips = {l.split()[1].split(':')[0] for f in ('/proc/net/tcp', '/proc/net/tcp6') for l in open(f).readlines()[1:]
+               if l.split()[3] == '0A' and f'socket:[{l.split()[9]}]' in fds}
+        print(os.environ['UCX_NET_DEVICES'], sorted(ips))
+    """)
+    env = {k: v for k, v in __import__('os').environ.items() if k != 'UCX_NET_DEVICES'}
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, timeout=120).stdout.split('\n')[-2]
+    assert out.startswith('lo ') and all(ip in ('0100007F', '00000000000000000000000001000000') for ip in eval(out[3:])), out
 
 def test_burst_over_nixl_waits_for_staging_slots_and_loses_nothing():
     "More requests finish on P in one step than there are staging slots: P holds them back; outputs equal the local transport's."
@@ -259,3 +310,14 @@ def test_in_process_prefix_cache_hit_on_a_changed_block_is_caught():
     P.send_blocks('p-t', 'c', ([1, 2], [1, 2]), block_hashes=('h5', 'h2'))  # block 1 recomputed for other tokens
     assert D.verify(_read(P, D, 'c'))
     P.close(); D.close()
+
+def test_junk_transfer_params_never_kill_d_over_nixl():
+    "The junk of the in-process test, over NIXL: D recomputes each, P's blocks come back (lease), nothing held."
+    import time
+    from test_engine_transport import junk_run
+    t = nixl_transport.NixlPair(timeout_s=0.2, lease_s=0.0)
+    P, D = junk_run(t)
+    for _ in range(200):
+        if not any(any(u.values()) for u in t.in_use().values()): break
+        P.step(); D.step(); time.sleep(0.005)
+    assert not any(any(u.values()) for u in t.in_use().values()), t.in_use()

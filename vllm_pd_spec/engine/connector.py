@@ -34,6 +34,7 @@ class PDConnectorMetadata:
     reqs_to_recv:dict=field(default_factory=dict) # D: request id -> ReqMeta to read
     reqs_to_send:dict=field(default_factory=dict) # P: request id -> block ids per group, now readable
     send_block_hashes:dict=field(default_factory=dict) # P: request id -> the block hash of each fully computed block position
+    heartbeats:tuple=() # D: (remote engine id, remote request id) of every request still to load: P renews their leases
 
 # %% ../../nbs/33_engine_connector.ipynb #8052343a
 class PDConnectorScheduler:
@@ -50,6 +51,7 @@ class PDConnectorScheduler:
         self._reqs_need_recv: dict = {}
         self._reqs_need_send: dict = {}
         self._send_block_hashes: dict = {}  # P: the content key of each sent block, for the checksum recorded with it
+        self._heartbeats: dict = {}  # D: request id -> (remote engine id, remote request id) until its load lands (0.34.0)
 
     def _prefill_backoff(self)->int:
         "Prompt tokens P leaves for D: the contract (fix 2 on) or the Mamba-only legacy."
@@ -70,9 +72,12 @@ def _params(request:Request)->dict: return request.kv_transfer_params or {}
 
 @patch
 def on_new_request(self:PDConnectorScheduler, request:Request):
-    "A request was added: on P the fixed ordering truncates now, before the prefix lookup."
-    if self.fixes.truncation_ordering and _params(request).get('do_remote_decode'):
+    "A request was added: on P the fixed ordering truncates now, before the prefix lookup; on D its remote blocks get heartbeats."
+    p = _params(request)
+    if self.fixes.truncation_ordering and p.get('do_remote_decode'):
         self._truncate_request_for_prefill(request)
+    if p.get('do_remote_prefill') and isinstance(p.get('remote_engine_id'), str) and isinstance(p.get('remote_request_id'), str):
+        self._heartbeats[request.request_id] = (p['remote_engine_id'], p['remote_request_id'])
 
 @patch
 def get_num_new_matched_tokens(self:PDConnectorScheduler, request:Request, num_computed_tokens:int)->tuple:
@@ -103,6 +108,7 @@ def update_state_after_alloc(self:PDConnectorScheduler, request:Request, blocks:
 @patch
 def request_finished(self:PDConnectorScheduler, request:Request, block_ids:tuple)->tuple:
     "`(delay_free_blocks, kv_transfer_params for D)`: P holds the prompt's blocks until D has read them."
+    self._heartbeats.pop(request.request_id, None)
     p = _params(request)
     if p.get('do_remote_prefill'):  # D, aborted before `update_state_after_alloc`: no read will come, tell P (as upstream)
         self._reqs_need_recv[request.request_id] = ReqMeta(request.request_id, (), (), p.get('remote_engine_id'),
@@ -121,9 +127,15 @@ def request_finished(self:PDConnectorScheduler, request:Request, block_ids:tuple
                        remote_num_tokens=request.num_computed_tokens)
 
 @patch
+def update_connector_output(self:PDConnectorScheduler, kv_connector_output):
+    "Loads that landed or failed need no more heartbeats (0.34.0's `update_connector_output`)."
+    for req_id in (kv_connector_output.finished_recving or set()) | (kv_connector_output.failed_recving or set()):
+        self._heartbeats.pop(req_id, None)
+
+@patch
 def build_connector_meta(self:PDConnectorScheduler, scheduler_output=None)->PDConnectorMetadata:
     "This step's work for the worker side; clears the pending lists."
-    meta = PDConnectorMetadata(self._reqs_need_recv, self._reqs_need_send, self._send_block_hashes)
+    meta = PDConnectorMetadata(self._reqs_need_recv, self._reqs_need_send, self._send_block_hashes, tuple(self._heartbeats.values()))
     self._reqs_need_recv, self._reqs_need_send, self._send_block_hashes = {}, {}, {}
     return meta
 

@@ -39,6 +39,7 @@ class ToyKVRunner:
         self.state, self.block_tables = {}, {}
         if worker is not None:
             worker.register_kv_caches(self.kv, self.layer_groups, read_states=lambda req_id: {'gdn': self.state[req_id].clone()})
+            if hasattr(worker, 'check_state_bytes'): worker.check_state_bytes(8)  # one float64
 
     def sample(self, req_id:str, num_tokens:int)->int:
         "A token that depends on K at every position < `num_tokens` in every layer, and on the state."

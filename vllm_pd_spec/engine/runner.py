@@ -136,6 +136,14 @@ class ModelRunner:
             names = self.model.target.attn_layers() + list(self.drafter_layers)
             worker.register_kv_caches({n: self.cache.kv[n] for n in names}, {n: kv_cache_config.group_of(n) for n in names},
                                       read_states=lambda rid: self.finished_states.pop(rid, None) or self._handoff_states(self.requests[rid]))
+            if hasattr(worker, 'check_state_bytes'): worker.check_state_bytes(self._state_bytes())  # a transport that cannot carry them refuses now
+
+    def _state_bytes(self)->int:
+        "Bytes of one request's states as P ships them (the hand-off's hidden states at their most)."
+        probe = CachedRequestState('probe', 0, [], 0, 0, (), 0)
+        out = sum(t.numel() * t.element_size() for t in self._handoff_states(probe).values())
+        if self.handoff_window: out += 8 + self.handoff_window * self.model.args.d_model * next(self.model.parameters()).element_size()
+        return out
 
     def _handoff_states(self, r)->dict:
         "What P ships besides KV blocks: the current GDN state per layer and, with the hand-off, its last window's hidden states."

@@ -70,6 +70,7 @@ class Scheduler:
         self._req_block_ids_seen: dict = {}  # request id -> number of blocks per group the runner knows
         self.spec_decoding_stats = SpecDecodingStats()  # vLLM's count: a padded step is k drafts, 0 accepted
         self.spec_decoding_stats_drafted = SpecDecodingStats()  # ours, beside it: steps with at least one real draft
+        self.num_preemptions: int = 0  # requests preempted (freed and sent back to WAITING), over the engine's life
         self.num_recomputed_loads: int = 0  # failed loads sent back to WAITING (kv_load_failure_policy="recompute")
         self.num_ignored_kv_notices: int = 0  # transfer notices for no request waiting on that transfer (upstream asserts)
         self.num_uncached_corrupt: int = 0  # P: requests whose blocks left the prefix cache because D's checksum failed
@@ -106,7 +107,7 @@ def _preempt_request(self:Scheduler, request:Request):
     request.status = RequestStatus.PREEMPTED
     request.num_computed_tokens = 0
     request.spec_token_ids = []
-    request.num_preemptions += 1
+    request.num_preemptions += 1; self.num_preemptions += 1
     self.waiting.appendleft(request)
 
 @patch
@@ -395,6 +396,7 @@ def _update_from_kv_xfer_finished(self:Scheduler, kv_connector_output:KVConnecto
     # blocks. Anything else (unknown, running, repeated, the wrong role) is counted and ignored; upstream asserts.
     # a standalone engine with a connector (an offloading tier: upstream's `kv_both`) both loads and stores
     consumer, producer = self.vllm_config.role != 'prefill', self.vllm_config.role != 'decode'
+    if hasattr(self.connector, 'update_connector_output'): self.connector.update_connector_output(kv_connector_output)
     for req_id in kv_connector_output.corrupt_sending:  # P: D read a block that changed after its checksum
         request = self.requests.get(req_id) if producer else None
         if request is not None and request.is_finished(): self._uncache_blocks(request)

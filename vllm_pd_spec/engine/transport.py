@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from .connector import PDConnectorMetadata
 from .outputs import KVConnectorOutput
+from ..config import is_int
 
 # %% ../../nbs/35_engine_transport.ipynb #7e1f62e5
 def _as_numpy(x):
@@ -65,7 +66,8 @@ class TransferRecord:
     state_digests:tuple=((), ()) # (P's, D's) digests of the states
     error:str|None=None # why the read failed (one of `READ_ERRORS`), None if it did not
 
-READ_ERRORS = ('checksum', 'timeout', 'transfer_error', 'peer_exit', 'short_remote', 'unpublished_block', 'invalid_params', 'aborted')
+READ_ERRORS = ('checksum', 'timeout', 'transfer_error', 'peer_exit', 'short_remote', 'unpublished_block', 'invalid_params', 'aborted',
+               'declined')
 
 class KVTransport(ABC):
     "Moves a request's KV blocks (every layer) and GDN states from a P engine to a D engine."
@@ -87,6 +89,10 @@ class KVTransport(ABC):
     def get_corrupt(self, engine_id:str)->set:
         "P: request ids whose blocks a reader found corrupt, since the last call."
         return set()
+    def renew_leases(self, engine_id:str, remote:tuple):
+        "D: `(remote engine id, remote request id)` pairs it still means to read: their publications' leases start again."
+    def check_state_bytes(self, engine_id:str, state_bytes:int):
+        "Refuse (`ValueError`) an engine whose per-request states cannot cross this transport (a staging slot too small)."
 
     def verify(self, record:TransferRecord)->bool:
         "True when the read reports no error and every block and state arrived with the bytes it left with."
@@ -169,13 +175,21 @@ class LocalTransport(KVTransport):
         "D gives up a read: P's publication is released now, or on arrival (a claim, within the lease)."
         self.reads.pop((engine_id, request_id), None)
         key = (remote_engine_id, remote_request_id)
-        if self.published.pop(key, None) is not None: self.notifs.setdefault(remote_engine_id, set()).add(remote_request_id)
-        elif isinstance(remote_engine_id, str) and isinstance(remote_request_id, str):
+        if not (isinstance(remote_engine_id, str) and isinstance(remote_request_id, str)): pass  # junk params name no publication
+        elif self.published.pop(key, None) is not None: self.notifs.setdefault(remote_engine_id, set()).add(remote_request_id)
+        else:
             while len(self.claims) >= self.max_claims:  # a peer's notices for unknown ids are bounded in count
                 del self.claims[next(iter(self.claims))]; self.stats['dropped_claims'] += 1
             self.claims[key] = self.clock() + self.lease_s
         self.stats[f'fault_{why}'] += 1
         return TransferRecord(request_id, remote_engine_id, error=why)
+
+    def renew_leases(self, engine_id:str, remote:tuple):
+        "D's heartbeat: every publication it names gets a full lease from now."
+        until = self.clock() + self.lease_s
+        for key in remote:
+            pub = self.published.get(key)
+            if pub is not None and pub[2] < until: self.published[key] = (*pub[:2], until, pub[3])
 
     def get_notifs(self, engine_id:str)->set:
         "Request ids whose published blocks were read, given up on, or whose lease ran out, since the last call."
@@ -188,7 +202,7 @@ class LocalTransport(KVTransport):
 
     def report_corrupt(self, engine_id, request_id, remote_engine_id, remote_request_id):
         "D found the blocks it read corrupt: P hears of it with its next notices."
-        if remote_engine_id in self.notifs and isinstance(remote_request_id, str):
+        if isinstance(remote_engine_id, str) and remote_engine_id in self.notifs and isinstance(remote_request_id, str):
             self.corrupt.setdefault(remote_engine_id, set()).add(remote_request_id)
 
     def get_corrupt(self, engine_id:str)->set:
@@ -200,10 +214,17 @@ class LocalTransport(KVTransport):
         return dict(published=len(self.published), reads=len(self.reads), claims=len(self.claims))
 
 # %% ../../nbs/35_engine_transport.ipynb #550d0d6d
+def _block_id_lists(x)->bool:
+    "True for one sequence of block ids (ints >= 0, no bools) per group."
+    return isinstance(x, (tuple, list)) and all(isinstance(g, (tuple, list)) and all(is_int(b) and b >= 0 for b in g) for g in x)
+
 def _plan_error(m)->str|None:
-    "Why a planned read cannot load all of D's range, before any byte moves (None when it can)."
+    "Why a planned read cannot load all of D's range, before any byte moves (None when it can): params of the wrong type or shape included."
     if not (isinstance(m.remote_engine_id, str) and isinstance(m.remote_request_id, str)): return 'invalid_params'
-    if m.remote_num_tokens is not None and m.remote_num_tokens < m.num_tokens: return 'short_remote'  # P computed fewer
+    n = m.remote_num_tokens
+    if n is not None and not (is_int(n) and n >= 0): return 'invalid_params'
+    if not _block_id_lists(m.remote_block_ids): return 'invalid_params'
+    if n is not None and n < m.num_tokens: return 'short_remote'  # P computed fewer
     return _pairing_error(m.local_block_ids, m.remote_block_ids)
 
 class PDConnectorWorker:
@@ -222,6 +243,11 @@ class PDConnectorWorker:
         self.transport.register_kv_caches(self.engine_id, kv_caches, layer_groups)
         self.read_states = read_states
 
+    def check_state_bytes(self, state_bytes:int # bytes of one request's states, as `read_states` gives them
+                         ):
+        "Refuse (`ValueError`, at the engine's construction) states the transport cannot carry."
+        self.transport.check_state_bytes(self.engine_id, state_bytes)
+
     def start_load_kv(self, metadata:PDConnectorMetadata|None):
         "Publish P's finished requests; queue D's reads; run the reads that can run."
         if metadata is None: return
@@ -229,7 +255,13 @@ class PDConnectorWorker:
             self.transport.send_blocks(self.engine_id, rid, block_ids, self.read_states(rid) if self.read_states else None,
                                        metadata.send_block_hashes.get(rid, ()))
         self._pending_reads.update(metadata.reqs_to_recv)
+        if metadata.heartbeats: self.transport.renew_leases(self.engine_id, metadata.heartbeats)
         self._try_reads()
+
+    def decline(self, request_id:str, kv_transfer_params:dict):
+        "D will not take a request P prefilled (refused, or its client left): P frees the blocks it holds for it now, not at its lease."
+        p = kv_transfer_params if isinstance(kv_transfer_params, dict) else {}
+        self.transport.fail_read(self.engine_id, request_id, p.get('remote_engine_id'), p.get('remote_request_id'), 'declined')
 
     def _try_reads(self):
         for rid, m in list(self._pending_reads.items()):
