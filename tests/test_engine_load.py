@@ -19,7 +19,10 @@ BAD = [  # (field named in the error, request keyword arguments)
     ('vocabulary', dict(prompt_token_ids=[-1, 2])), ('prompt_token_ids', dict(prompt_token_ids=[1] * 65)),
     ('eos_token_id', dict(eos_token_id='x')), ('eos_token_id', dict(eos_token_id=10**9)),
     ('kv_transfer_params', dict(kv_transfer_params=[1])),
-    ('max_tokens', dict(prompt_token_ids=[1] * 30, max_tokens=30)),  # prompt + outputs cannot fit 8 blocks
+    ('prompt_token_ids', dict(prompt_token_ids=[1] * 30, max_tokens=30)),  # the prompt alone cannot fit 8 blocks
+    ('max_tokens', dict(prompt_token_ids=[1] * 10, max_tokens=30)),  # prompt + outputs cannot
+    ('block_size', dict(block_size=2)), ('block_size', dict(block_size='4')), ('prompt_token_ids', dict(prompt_token_ids=b'ab')),
+    ('prompt_token_ids', dict(prompt_token_ids={3: 4})), ('prompt_token_ids', dict(prompt_token_ids={3, 4})),
 ]
 
 @pytest.mark.parametrize('field,kw', BAD)
@@ -41,21 +44,43 @@ def test_duplicate_request_id_in_flight_refused(eng):
     eng.run(100); assert eng.dead is None
 
 def test_no_request_dropped_silently(eng):
-    "Every request near the pool's size is refused at add, finishes with its tokens, or is finished 'abort' when it strands an idle engine."
+    "Every request near the pool's size is refused at add (naming the prompt or `max_tokens`) or finishes with its tokens: the engine aborts none."
     have, seen = eng.scheduler.kv_cache_config.num_blocks - 1, Counter()
-    for i, (p, t) in enumerate((p, t) for p in (1, 7, 13, 19, 25) for t in (1, 8, 16)):
+    for i, (p, t) in enumerate((p, t) for p in (1, 7, 13, 19, 25, 31) for t in (1, 8, 16)):
         rid, prompt = f'g{i}', [(7 * i + j) % (eng.vocab_size - 3) + 3 for j in range(p)]  # no prefix hits
         need = peak_blocks_alone(eng.scheduler, p, t)
         try: eng.add_request(Request(rid, prompt, max_tokens=t))
-        except ValueError as e: assert need > have and 'max_tokens' in str(e); seen['refused'] += 1; continue
+        except ValueError as e:
+            assert need > have and ('max_tokens' in str(e) or 'prompt alone' in str(e)); seen['refused'] += 1; continue
         assert need <= have
         eng.run(500)
         assert not eng.has_work() and eng.dead is None
-        reason = eng.finished[rid].finish_reason
-        n = len(eng.outputs[rid])
-        assert (reason == 'length' and n == t) or (reason == 'abort' and n < t), (p, t, reason, n)
-        seen['done' if reason == 'length' else 'stranded'] += 1
-    assert seen['stranded'] == eng.num_stranded and min(seen['refused'], seen['done'], seen['stranded']) > 0, seen
+        assert eng.finished[rid].finish_reason == 'length' and len(eng.outputs[rid]) == t, (p, t)
+        seen['done'] += 1
+    assert eng.num_stranded == 0 and min(seen['refused'], seen['done']) > 0, seen
+
+def test_a_request_d_accepted_is_never_aborted_after_a_preemption():
+    "A 24-block D pool under a burst: D preempts, a resumed request re-prefills prompt + outputs; every request D accepted finishes."
+    import random
+    from vllm_pd_spec.config import make_kv_transfer_params
+    from vllm_pd_spec.engine.nixl_pd import build_toy_engine
+    from vllm_pd_spec.engine.transport import LocalTransport
+    rng, t = random.Random(0), LocalTransport()
+    P, D = build_toy_engine('prefill', t, 256), build_toy_engine('decode', t, 24)
+    prompts, refused = {}, 0
+    for i in range(80):
+        rid, prompt = f'r{i}', [rng.randrange(1, 90) for _ in range(rng.randint(4, 56))]
+        try: D.check_request(Request(rid, prompt, max_tokens=16, kv_transfer_params=make_kv_transfer_params(do_remote_prefill=True)))
+        except ValueError: refused += 1; continue
+        prompts[rid] = prompt
+        P.add_request(Request(rid, prompt, max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
+    for _ in range(50_000):
+        if not (P.has_work() or D.has_work()): break
+        for o in P.step():
+            if o.finish_reason: D.add_request(Request(o.request_id, prompts[o.request_id], max_tokens=16, kv_transfer_params=o.kv_transfer_params))
+        D.step()
+    assert D.dead is None and not (P.has_work() or D.has_work()) and D.num_stranded == 0
+    assert len(prompts) > 40 and all(D.finished[rid].finish_reason == 'length' and len(D.outputs[rid]) == 16 for rid in prompts)
 
 def test_pd_pair_refuses_before_queueing():
     pd = PDPair('mtp', 2, block_size=4, cache_config=CacheConfig(num_gpu_blocks=64))
@@ -188,3 +213,73 @@ def test_an_id_whose_state_is_still_being_freed_is_refused():
     with pytest.raises(ValueError, match='request_id'): pair.D.add_request(Request('req-0', prompt, max_tokens=4))
     pair.D.step()
     pair.D.add_request(Request('req-0', prompt, max_tokens=4)); pair.D.abort_request('req-0')
+
+def _toy(**kw):
+    from vllm_pd_spec.config import LayerSpec, ModelConfig, SpeculativeConfig, VllmConfig
+    from vllm_pd_spec.engine.toy_runner import ToyRunner
+    return LLMEngine(VllmConfig(SpeculativeConfig('eagle', 2), ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=4),
+                                **kw), runner=ToyRunner)
+
+def test_public_parameters_that_gave_silent_wrong_output_are_refused():
+    "A request for another block size, a finished request again, a running request's output, P and D under one engine id."
+    e = _toy()
+    with pytest.raises(ValueError, match='block_size'): e.add_request(Request('a', [1, 2, 3, 4, 5], block_size=2))
+    r = Request('r', [1, 2, 3, 4, 5], max_tokens=6)
+    e.add_request(r); e.step()
+    with pytest.raises(KeyError, match='has finished'): e.take_output('r')  # its tokens are still coming
+    e.run()
+    assert len(e.take_output('r')[0]) == 6
+    with pytest.raises(ValueError, match='has run already'): e.add_request(r)
+    with pytest.raises(ValueError, match='engine_id'): PDPair(block_size=4, prefill_kw=dict(engine_id='x'), decode_kw=dict(engine_id='x'))
+
+def test_caller_side_mistakes_are_refused_up_front_or_leave_the_engine_alive():
+    "A raising observer, a runner without `execute_model`, `max_tokens` set to junk later, huge token ids, a tiny staging slot."
+    from vllm_pd_spec.engine.llm_engine import StepObserver, ObserverError
+    from vllm_pd_spec.engine.nixl_pd import build_toy_engine
+    e = _toy()
+    e.add_observer(StepObserver(on_schedule=lambda so: 1 / 0))
+    e.add_request(Request('a', [1, 2, 3], max_tokens=3))
+    with pytest.raises(ObserverError) as err: e.step()
+    assert e.dead is None and isinstance(err.value.__cause__, ZeroDivisionError)
+    e.observers.clear(); e.run()
+    assert len(e.outputs['a']) == 3
+    with pytest.raises(TypeError, match='observer'): e.add_observer(object())
+    with pytest.raises(TypeError, match='runner'): LLMEngine(e.scheduler.vllm_config, runner=lambda s, w: object())
+    r = Request('b', [1, 2, 3], max_tokens=3); e.add_request(r)
+    with pytest.raises(ValueError, match='max_tokens'): r.max_tokens = 'x'
+    e.run(); assert e.dead is None and len(e.outputs['b']) == 3
+    toy = build_toy_engine('standalone', None, 32)
+    with pytest.raises(ValueError, match='2\\*\\*63'): toy.add_request(Request('c', [1, 2**63, 3]))
+    nixl = pytest.importorskip('nixl')
+    from vllm_pd_spec.engine.nixl_transport import NixlPair
+    with pytest.raises(ValueError, match='state_slot_bytes'): build_toy_engine('prefill', NixlPair(state_slot_bytes=1), 32)
+
+def test_back_pressure_bounds_and_signals():
+    "`max_num_queued_reqs` refuses with `QueueOverflowError`; a prefill engine needs a transport; sizes have upper bounds; max_steps raises."
+    from vllm_pd_spec.engine.llm_engine import QueueOverflowError
+    e = _toy(scheduler_config=SchedulerConfig(max_num_queued_reqs=2))
+    e.add_request(Request('a', [1, 2, 3])); e.add_request(Request('b', [1, 2, 4]))
+    with pytest.raises(QueueOverflowError, match='max_num_queued_reqs=2'): e.add_request(Request('c', [1, 2, 5]))
+    e.run(); e.add_request(Request('c', [1, 2, 5])); e.run()  # room again
+    with pytest.raises(ValueError, match='transport'): LLMEngine(make_config(None, 1, 'prefill', block_size=4))
+    with pytest.raises(ValueError, match='num_gpu_blocks'): CacheConfig(num_gpu_blocks=10**8)
+    with pytest.raises(ValueError, match='max_num_seqs'): SchedulerConfig(max_num_seqs=10**6)
+    with pytest.raises(TimeoutError, match='max_steps=2'): e.generate([[1, 2, 3, 4, 5, 6, 7, 8, 9]], max_tokens=8, max_steps=2)
+    assert not e.has_work()  # the call's unfinished requests were aborted
+
+def test_pd_pair_holds_what_d_refuses_and_gives_p_blocks_back():
+    "D's queue bound of 1: the proxy holds the rest and every output equals the unbounded pair's; D declining a request frees P's blocks at once."
+    from vllm_pd_spec.engine.llm_engine import QueueOverflowError
+    prompts = [[3 + i, 4, 5, 6, 7, 8] for i in range(5)]
+    want = PDPair('mtp', 2, block_size=4).generate(prompts, 4)
+    pd = PDPair('mtp', 2, block_size=4, decode_scheduler_config=SchedulerConfig(max_num_queued_reqs=1))
+    assert pd.generate(prompts, 4) == want
+    pd = PDPair('mtp', 2, block_size=4)
+    pd.P.add_request(pd._prefill_request('x', prompts[0]))
+    params = None
+    while params is None: params = next((o.kv_transfer_params for o in pd.P.step() if o.finish_reason), None)
+    pd.P.step()
+    assert pd.P.has_work()  # P holds the blocks for D
+    pd.D.decline_remote_kv('x', params)
+    pd.P.step()
+    assert not pd.P.has_work() and pd.transport.stats['fault_declined'] == 1
