@@ -51,3 +51,23 @@ def test_a_full_device_is_one_line_not_a_traceback(args):
     with open('/dev/full', 'w') as full: r = subprocess.run([SCRIPT, *args], stdout=full, stderr=subprocess.PIPE, text=True)
     assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'Traceback' not in r.stderr, r.stderr
     assert r.stderr.startswith(f'vllm-pd-spec {args[0]}: error: cannot write the output') and 'No space left' in r.stderr
+
+@pytest.mark.parametrize('args', [['info'], ['soak', '--requests', '5'], ['audit'], ['explain']])
+def test_a_closed_stdout_is_one_line_not_a_traceback(args):
+    "Started with stdout closed (`>&-`): exit 2, one line naming the cause, no traceback, before any work."
+    r = subprocess.run([SCRIPT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, close_fds=True,
+                       preexec_fn=lambda: __import__('os').close(1))
+    assert r.returncode == 2 and r.stderr == 'vllm-pd-spec: error: cannot write the output: stdout is closed\n', r.stderr
+
+def test_explain_reads_a_config_with_a_bom_and_a_large_inkling_quickly(tmp_path):
+    "A `config.json` saved with a UTF-8 BOM is read; Inkling's `local_layer_ids` over 100,000 layers take seconds, not minutes."
+    import time
+    from vllm_pd_spec.vllm_args import read_model_config
+    bom = tmp_path / 'config.json'
+    bom.write_bytes(b'\xef\xbb\xbf' + json.dumps(dict(model_type='qwen3_next', num_hidden_layers=4, full_attention_interval=4)).encode())
+    assert read_model_config(bom)['num_mtp_layers'] == 0
+    big = tmp_path / 'ink.json'
+    big.write_text(json.dumps(dict(model_type='inkling_model', num_hidden_layers=100_000,
+                                   text_config=dict(num_hidden_layers=100_000, local_layer_ids=list(range(0, 100_000, 2))))))
+    t = time.perf_counter(); m = read_model_config(big)
+    assert time.perf_counter() - t < 60 and len(m['labels']) >= 100_000  # quadratic, it took over 120 s

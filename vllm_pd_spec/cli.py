@@ -118,6 +118,9 @@ def main(argv:list|None=None # arguments, default `sys.argv[1:]`
         )->int:
     "Run `vllm-pd-spec`; returns the exit code (2 and one line on stderr for any bad input)."
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    if sys.stdout is None:  # started with stdout closed (`>&-`): say so in one line, as for a full device
+        if sys.stderr is not None: print('vllm-pd-spec: error: cannot write the output: stdout is closed', file=sys.stderr)
+        return 2
     try: args = _parser(argv).parse_args(argv)
     except SystemExit as e: return e.code if isinstance(e.code, int) else 0 if e.code is None else 2  # --help, --version, errors
     vars(args).pop('_given', None)

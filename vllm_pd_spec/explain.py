@@ -688,7 +688,7 @@ def _read_json_object(path:str)->dict:
     try:
         with open(path, 'rb') as f: raw = f.read(_MAX_FILE_BYTES + 1)
         if len(raw) > _MAX_FILE_BYTES: raise ValueError(f'larger than {_MAX_FILE_BYTES:,} bytes')
-        data = json.loads(raw.decode('utf-8'))
+        data = json.loads(raw.decode('utf-8-sig'))
     except OSError as e: raise ValueError(f'{where}: cannot read it ({e.strerror or type(e).__name__})') from None
     except RecursionError: raise ValueError(f'{where}: nested too deeply to be a deployment') from None
     except ValueError as e: raise ValueError(f'{where}: not a JSON object ({" ".join(str(e).split())[:120]})') from None

@@ -189,7 +189,7 @@ def model_layers(c:dict, # a `config.json`, parsed
             raise ValueError(f'{where}: local_layer_ids={_show(local)} is invalid: must list layer indices in [0, {n})')
         kernel = t.get('sconv_kernel_size') if t.get('sconv_kernel_size') is not None else t.get('conv_kernel_size', 4)
         kernel = _cfg_int(dict(sconv_kernel_size=kernel), 'sconv_kernel_size', where, lo=1, hi=1024)
-        layers = [LayerSpec('sliding_window', window) if i in local else LayerSpec('full_attention') for i in range(n)]
+        layers = [LayerSpec('sliding_window', window) if i in ids else LayerSpec('full_attention') for ids in [set(local)] for i in range(n)]
         layers += [LayerSpec('sliding_window', kernel)] * n   # the short-convolution states: one per layer
         mtp_cfg = c.get('mtp_config', {}) if c.get('mtp_config') is not None else {}
         if not isinstance(mtp_cfg, dict): raise ValueError(f'{where}: mtp_config={_show(mtp_cfg)} is invalid: must be a JSON object')
@@ -213,7 +213,7 @@ def read_model_config(path:str # a model's `config.json`, or the model's folder 
         with open(p, 'rb') as f: raw = f.read(_MAX_TEXT_BYTES + 1)
     except OSError as e: raise ValueError(f'{where}: cannot read it ({e.strerror or type(e).__name__})') from None
     if len(raw) > _MAX_TEXT_BYTES: raise ValueError(f'{where}: larger than {_MAX_TEXT_BYTES:,} bytes')
-    try: text = raw.decode('utf-8')
+    try: text = raw.decode('utf-8-sig')  # a BOM (Windows editors) is no part of the JSON
     except UnicodeDecodeError: raise ValueError(f'{where}: not UTF-8 text') from None
     return model_layers(_json_object(text, where), where)
 
