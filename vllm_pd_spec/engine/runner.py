@@ -119,7 +119,11 @@ class ModelRunner:
         self.attn_group = kv_cache_config.group_of(self.model.target.attn_layers()[0])
         gdn = self.model.target.gdn_layers()
         self.gdn_group = kv_cache_config.group_of(gdn[0]) if gdn else None
-        self.state_store = {}  # GDN-group block id -> GDN states after that block (prefix caching, 'align' mode)
+        # prefix caching ('align' mode): the GDN states after each GDN-group block, in rows of their own, allocated once as vLLM
+        # keeps them in the blocks; `state_saved`: the blocks whose row holds one
+        self.state_store = {n: torch.zeros(kv_cache_config.num_blocks, *s.shape[2:], dtype=s.dtype, device=s.device)
+                            for n, s in self.cache.state.items()}
+        self.state_saved = set()
         self.drafter_layers = drafter_layer_names(self.model, self.method)
         self.requests, self.free_slots = {}, list(range(max_reqs))
         self._make_buffers(num_slots, spec)
@@ -284,7 +288,8 @@ def _add_request(self:ModelRunner, new_req):
     for state in self.cache.state.values(): state[slot].zero_()
     states = dict(self.worker.take_states(new_req.req_id) or {}) if self.worker is not None else {}
     if not states and req.num_computed > 0 and self.gdn_group is not None:  # a local prefix-cache hit: the block's state
-        states = dict(self.state_store.get(req.block_ids[self.gdn_group][req.num_computed // self.bs - 1], {}))
+        block = req.block_ids[self.gdn_group][req.num_computed // self.bs - 1]
+        states = {n: t[block] for n, t in self.state_store.items()} if block in self.state_saved else {}
     hidden, start = states.pop('handoff.hidden', None), states.pop('handoff.start', None)
     if states: self.cache.write_state(slot, states)
     if hidden is not None and self.handoff_window:  # the hand-off: redraft the shipped window from P's hidden states
@@ -468,7 +473,8 @@ def _save_boundary_states(self:ModelRunner):
         req = by_slot.get(slot)
         if req is None or num_tokens > req.num_computed or self.gdn_group is None: continue
         block_ids, index = req.block_ids[self.gdn_group], num_tokens // self.bs - 1
-        if index < len(block_ids) and block_ids[index]: self.state_store.setdefault(block_ids[index], {})[layer] = state
+        if index < len(block_ids) and block_ids[index]:
+            self.state_store[layer][block_ids[index]] = state; self.state_saved.add(block_ids[index])
     self.cache.boundary_states.clear()
 
 # %% ../../nbs/36_runner.ipynb #5925e6b0
