@@ -19,7 +19,7 @@ COMMANDS = {  # name: (module that implements it, one-line help)
     'reproduce': ('vllm_pd_spec.reproduce', 'run the six experiments, fix off and on'),
     'audit': ('vllm_pd_spec.audit.main', 'check the installed vLLM against the contracts'),
     'bench': ('vllm_pd_spec.kernels.bench', 'benchmark or sweep the input-assembly kernel'),
-    'soak': ('vllm_pd_spec.experiments.soak', 'drive a P/D pair with bursts, aborts and transfer faults; check every output, leak and memory'),
+    'soak': ('vllm_pd_spec.experiments.soak', 'drive P/D pairs of the text models (every drafter, k 1-4) or the toy with bursts, aborts and transfer faults; check every output, leak and memory'),
 }
 
 # %% ../nbs/80_cli.ipynb #7fd7b475
