@@ -263,6 +263,10 @@ def test_back_pressure_bounds_and_signals():
     with pytest.raises(ValueError, match='transport'): LLMEngine(make_config(None, 1, 'prefill', block_size=4))
     with pytest.raises(ValueError, match='num_gpu_blocks'): CacheConfig(num_gpu_blocks=10**8)
     with pytest.raises(ValueError, match='max_num_seqs'): SchedulerConfig(max_num_seqs=10**6)
+    from vllm_pd_spec.config import SpeculativeConfig, ModelConfig, LayerSpec
+    for make, name in ((lambda: SpeculativeConfig('mtp', 2, num_mtp_modules=10**6), 'num_mtp_modules'), (lambda: SchedulerConfig(max_model_len=10**9), 'max_model_len'),
+                       (lambda: ModelConfig((LayerSpec('full_attention'),), block_size=10**6), 'block_size')):
+        with pytest.raises(ValueError, match=name): make()
     with pytest.raises(TimeoutError, match='max_steps=2'): e.generate([[1, 2, 3, 4, 5, 6, 7, 8, 9]], max_tokens=8, max_steps=2)
     assert not e.has_work()  # the call's unfinished requests were aborted
 
