@@ -171,7 +171,8 @@ def v2_request_state(x)->tuple:
         scheduler_output = NS(num_scheduled_tokens={'r': s}, total_num_scheduled_tokens=s,
                 scheduled_spec_decode_tokens={'r': [7] * d} if d else {})
         state, _ = call(runner, 'gather_batch_req_state', scheduler_output, False)
-        return state.is_prefilling_np, state.prefill_runs_as_decode_np, 'ran GPUModelRunner.gather_batch_req_state'
+        # a release without the prefill-runs-as-decode rule (0.29.0) has no such field: None, as the rule's absence
+        return state.is_prefilling_np, getattr(state, 'prefill_runs_as_decode_np', None), 'ran GPUModelRunner.gather_batch_req_state'
     fn = next((f for _, f in inspect.getmembers(MR or object, inspect.isfunction)
                if MR and 'is_prefilling_np = ' in safe_source(f)), None)
     if fn is None: raise LookupError('no is_prefilling_np assignment in the V2 model runner')
