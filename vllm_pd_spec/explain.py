@@ -7,9 +7,9 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/explain.html.md"""
 # %% auto #0
 __all__ = ['EXPLAIN_ROLES', 'DEFAULTS', 'FLAGS', 'LIMITS', 'HAZARDS', 'SITE', 'PAGES', 'WIDTH', 'GOVERNING', 'UNAUDITED',
            'DRAFTER_DEPLOYMENTS', 'PROMPT_SHAPES', 'CONNECTOR_NAMES', 'build_deployment', 'page', 'beyond_numbers',
-           'explain', 'format_explain', 'release_key', 'supported_releases', 'load_audit', 'installed_vllm',
-           'check_release', 'read_audit', 'removed_rows', 'release_forms', 'explain_deployment', 'format_deployment',
-           'add_explain_args', 'run_explain', 'drafter_answers', 'release_summary', 'page_remedies']
+           'explain', 'format_explain', 'supported_releases', 'load_audit', 'installed_vllm', 'check_release',
+           'read_audit', 'removed_rows', 'release_forms', 'explain_deployment', 'format_deployment', 'add_explain_args',
+           'run_explain', 'drafter_answers', 'release_summary', 'page_remedies']
 
 # %% ../nbs/79_explain.ipynb #be028092
 import argparse, json, os, re, textwrap
@@ -334,6 +334,7 @@ def _taint_lines(t:dict|None)->list:
 # %% ../nbs/79_explain.ipynb #7429ac33
 from importlib import resources
 from importlib.metadata import version as _dist_version, PackageNotFoundError
+from .audit.main import saved_versions, release_key
 from .vllm_args import (PD_CONNECTORS, OTHER_CONNECTORS, human_int, read_vllm_args, read_speculative_config,
                                     read_kv_transfer_config, read_model_config, describe_layers)
 
@@ -369,16 +370,9 @@ GOVERNING = {  # number: (audit rows that decide the release's form, what a 'not
     'waiting_queue.load_margin_blocks': (('11. waiting queue: async-load admission margin',), 'legacy'),
 }
 
-def release_key(v:str|None)->tuple:
-    "A release's sort key (`0.34.0` -> (0, 34, 0)); a version that is not plain numbers sorts after every release."
-    parts = re.match(r'(\d+(?:\.\d+)*)', v or '')
-    return tuple(map(int, parts.group(1).split('.'))) if parts and parts.group(1) == v else (10**9,)
-
 def supported_releases()->tuple:
     "The vLLM releases `explain` answers for: those with a saved audit, oldest first."
-    names = [p.name for p in resources.files('vllm_pd_spec').joinpath('data').iterdir()]
-    found = [m.group(1) for n in names if (m := re.fullmatch(r'audit_vllm_([\d.]+)\.json', n))]
-    return tuple(sorted(found, key=release_key))
+    return tuple(saved_versions())
 
 def load_audit(release:str, # one of `supported_releases()`
                plugin:bool=False # the audit with the project's plugin enabled
