@@ -78,8 +78,8 @@ HAZARDS = {  # key prefix: (fix, notebook, what goes wrong when the legacy numbe
         "drafter reads at a chunk boundary (never with vLLM 0.27.1's rows, which equal max(1, L))"),
     'extra_retained_tokens': (1, 'nbs/01_lookahead.ipynb', 'a sliding window keeps too few blocks for the drafter to re-prefill'),
     'prefill_backoff': (2, 'nbs/02_prefill_backoff.ipynb', "P computes prompt positions whose MTP KV embeds its unverified "
-        "drafts and ships them; D never repairs them (#55055 reports acceptance 1.089; outputs stay lossless). 0.33.0's "
-        "backoff moves this taint rather than removing it: see the taint lines"),
+        "drafts and ships them; D never repairs them (#55055 reports acceptance 1.089; outputs stay lossless). The released "
+        "backoff (0.33.0, 0.34.0) moves this taint rather than removing it: see the taint lines"),
     'truncate_request_for_prefill': (2, 'nbs/02_prefill_backoff.ipynb', 'P keeps the drafter window in its prompt'),
     'remote_prefill_token_count': (2, 'nbs/02_prefill_backoff.ipynb', "D loads the positions P's drafter filled from its drafts (#55055's account; see the taint lines)"),
     'ships_clean_kv': (2, 'nbs/02_prefill_backoff.ipynb', "drafter KV derived from P's guesses stays on D (see the taint lines)"),

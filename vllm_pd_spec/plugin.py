@@ -1,4 +1,4 @@
-"""`vllm_pd_spec.plugin`: an opt-in vLLM general plugin that brings the Mooncake and MoRI-IO connectors of vLLM 0.33.0 up to the prefill-backoff contract.
+"""`vllm_pd_spec.plugin`: an opt-in vLLM general plugin that brings the Mooncake and MoRI-IO connectors of vLLM 0.33.0 and 0.34.0 up to the prefill-backoff contract.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/plugin.html.md"""
 
