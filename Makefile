@@ -140,14 +140,18 @@ define vllm_venv
 	touch $(1)/.installed-vllm-$(2)
 endef
 
-# Any release's venv: `make .venv-vllm-X.Y.Z/.installed-vllm-X.Y.Z`.
-.venv-vllm-%/.installed-vllm-%: tools/vllm_requirements.py
-	$(call vllm_venv,.venv-vllm-$*,$*)
+# A release's venv (.venv-vllm-X.Y.Z/.installed-vllm-X.Y.Z), and this package again (--no-deps) in it whenever
+# pyproject.toml changes (its entry points, the vLLM plugin included): rules for the releases named here and for V.
+VLLM_MID_BASE ?= 0.33.0
+define venv_rules
+.venv-vllm-$(1)/.installed-vllm-$(1): tools/vllm_requirements.py
+	$$(call vllm_venv,.venv-vllm-$(1),$(1))
 
-# This package again (--no-deps) whenever pyproject.toml changes: its entry points, the vLLM plugin included.
-.venv-vllm-%/.installed-pkg: pyproject.toml .venv-vllm-%/.installed-vllm-%
-	.venv-vllm-$*/bin/python -m pip install -q -c .venv-vllm-$*/constraints.txt --no-deps -e .
-	touch $@
+.venv-vllm-$(1)/.installed-pkg: pyproject.toml .venv-vllm-$(1)/.installed-vllm-$(1)
+	.venv-vllm-$(1)/bin/python -m pip install -q -c .venv-vllm-$(1)/constraints.txt --no-deps -e .
+	touch $$@
+endef
+$(foreach v,$(sort $(VLLM_VERSION) $(VLLM_OLD_VERSION) $(VLLM_MID_BASE) $(V)),$(eval $(call venv_rules,$(v))))
 
 # vLLM's own KV-connector test helpers (tests/v1/kv_connector/unit/utils.py), taken from its source release: pip
 # downloads the sdist (preparing its metadata needs setuptools-rust and setuptools-scm; VLLM_TARGET_DEVICE=empty builds
@@ -190,7 +194,6 @@ test-vllm: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION) $(VLLM_VENV)/.installed-
 # (no compiled ops are needed by the probes).
 VLLM_MID_VERSION ?= 0.29.0
 VLLM_MID_SRC ?= $(VLLM_WHEELS)/src-$(VLLM_MID_VERSION)
-VLLM_MID_BASE ?= 0.33.0
 .PHONY: audit-mid
 audit-mid: .venv-vllm-$(VLLM_MID_BASE)/.installed-pkg
 	test -d $(VLLM_MID_SRC)/vllm || ( (test -f $(VLLM_WHEELS)/vllm-$(VLLM_MID_VERSION)-*.whl || \
