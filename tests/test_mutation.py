@@ -205,7 +205,7 @@ def test_mutant_is_killed(name, group, put, monkeypatch, one_thread):
     assert _killed(group), f'survived: {name}'
 
 def test_the_mutants_cover_the_twelve_functions():
-    "At least one mutant per function of the brief, and the equivalent ones say why."
+    "At least one mutant per function the module docstring names, and the equivalent ones say why."
     names = ' '.join(m[0] for m in MUTANTS)
     for part in ('num_prefill_lookahead_tokens', 'prefill_backoff', 'on_new_request', 'num_lookahead_tokens', 'V2 rule',
                  'prefill_runs_as_decode_0330', 'kernel', 'assert', 'padding', 'runner', 'connector', 'lossless', 'direction_reproduced',
