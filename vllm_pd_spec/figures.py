@@ -146,7 +146,7 @@ def sweep_table(summary:list, # `summarize(...)`
     ks, names = sorted({k for k, _ in s}), list(dict.fromkeys(a for _, a in s))
     def cells(a, r):
         delta = '' if a == 'standalone' else f' (Δ {r["diff"]:+.3f} ± {r["diff_ci"]:.3f})'
-        return {f'k={r["k"]}: acceptance length (Δ vs standalone)': f'{r["mean_acceptance_length"]:.3f} ± {r["ci"]:.3f}{delta}',
+        return {f'k={r["k"]}: acceptance length ± 95% Student-t half-width (Δ vs standalone, paired per request)': f'{r["mean_acceptance_length"]:.3f} ± {r["ci"]:.3f}{delta}',
                 f'k={r["k"]}: taint': f'{r["tainted_entries"]} in {r["requests_tainted"]} req. ({r["stale_reprefill_entries"]} stale re-prefill)' + ('' if r['census_equals_contract'] else ' (≠ contract)')}
     return reader_table([{'arm': f'{a} ({s[ks[0], a]["label"]})'} | {c: v for k in ks for c, v in cells(a, s[k, a]).items()} for a in names],
                         drop_constant=False)  # an arm of ours says so in its label
