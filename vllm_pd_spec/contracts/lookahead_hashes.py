@@ -16,6 +16,8 @@ from .draft_groups import needs_block_drop
 
 # %% ../../nbs/09f_lookahead_hashes.ipynb #3a8a2030
 CONNECTORS = {  # registered name -> 0.34.0's `supports_lookahead_block_hashes` (False: the base class's default)
+    # (the audit asks vLLM's own factory for each; UMBPStoreConnector is not in 0.33.0, whose every connector answers 0;
+    # LMCacheMPConnector: vLLM's class, which defers to lmcache's own where lmcache is installed)
     'NixlConnector': True, 'NixlPullConnector': True, 'NixlPushConnector': True,   # `NixlBaseConnector`
     'MooncakeConnector': True, 'MooncakeStoreConnector': True, 'OffloadingConnector': True,
     'SimpleCPUOffloadConnector': True,
@@ -130,8 +132,8 @@ def hit_blocks(shared:int, # tokens the writer and the reader share (they differ
                drop:bool # the trailing-block drop applies
               )->int:
     "Blocks of the reader's prefix hit on the writer's cached blocks."
-    for n, v in dict(shared=shared, num_tokens=num_tokens, lookahead=lookahead).items(): check_int(n, v, 0)
-    check_int('block_size', block_size, 1); check_bool('drop', drop)
+    for n, v in dict(num_tokens=num_tokens, lookahead=lookahead).items(): check_int(n, v, 0)
+    check_int('shared', shared, 0, num_tokens); check_int('block_size', block_size, 1); check_bool('drop', drop)
     n = min(max(0, shared - lookahead), max(0, num_tokens - 1)) // block_size
     return max(0, n - 1) if drop else n
 
@@ -183,4 +185,6 @@ SOURCES = {  # form -> where it comes from
     'legacy_drops_trailing_block': 'vLLM 0.33.0: Scheduler.__init__, over 0.33.0\'s num_hash_lookahead_tokens',
     'kept_block_hashes': 'vLLM 0.34.0: Request.truncate_block_hashes (vllm/v1/request.py)',
     'untruncated_block_hashes': 'named variant: 0.34.0 hashes without truncate_block_hashes',
+    'hit_blocks': 'ours: the hit model, audited against vLLM 0.34.0 KVCacheManager.get_computed_blocks',
+    'stale_published_hashes': 'ours: the stale-hash count, audited on each P/D connector scheduler\'s P-side hooks',
 }
