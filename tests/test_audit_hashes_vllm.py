@@ -34,7 +34,10 @@ def test_hash_lookahead_equals_the_contract_on_every_case(P, form):
     from vllm_pd_spec.contracts import lookahead_hashes as H
     fn = P.hash_lookahead_code()[0]
     names, left = P.registered_connectors()
-    assert 'NixlConnector' in names and 'MoRIIOConnector' in names and all('not importable' in w for w in left.values()), left
+    import vllm.distributed.kv_transfer.kv_connector.factory as F
+    own = inspect.getsource(F)   # the release's own registrations (test helpers loaded in this process may add more)
+    assert 'NixlConnector' in names and 'MoRIIOConnector' in names
+    assert all('not importable' in why for n, why in left.items() if f'"{n}"' in own), left   # the contract knows every one of them
     cases = P.hash_cases(names)
     bad = [P.show_case(c) for c in cases if fn(deployment(*c)) != P.our(_form(H, 'hash_lookahead_tokens', form), c)]
     assert not bad and len(cases) > 1000, bad[:5]
