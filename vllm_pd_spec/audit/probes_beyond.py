@@ -272,12 +272,14 @@ def offloading_drop_ids(case, pred)->tuple:
     spec = NS(config=NS(groups=[NS(group_id=i, tokens_per_block=B,
                                    sliding_window_size_in_chunks=2 if g.kind == 'sliding_window' else None)
                                 for i, g in enumerate(probe_layouts()[name])]),
-              blocks_per_chunk=1, tokens_per_block=[B] * len(groups), tokens_per_hash=B, offload_prompt_only=False,
+              blocks_per_chunk=1, tokens_per_block=[B] * len(groups), tokens_per_hash=B, hash_block_size=B, offload_prompt_only=False,
               extra_config={}, block_size_factor=1, offloaded_block_size=B, gpu_block_size=(B,) * len(groups))
     vc = NS(speculative_config=vllm_spec(_spec_case(m)), cache_config=NS(prefix_cache_retention_interval=None),
             parallel_config=NS(decode_context_parallel_size=1, world_size=1))
+    kcc = kv_cache_config(groups, block_size=B)
+    spec.kv_cache_config, spec.vllm_config = kcc, vc   # 0.25.0's `from_spec(spec)` reads them from the spec; later ones take them
     with quiet_vllm():
-        cfg = SOC.from_spec(spec, vc, kv_cache_config(groups, block_size=B))
+        cfg = SOC.from_spec(spec, **accepted(SOC.from_spec, vllm_config=vc, kv_cache_config=kcc))
     if offloading_lookahead_gate(case_lookahead(case)): return ()
     return _ids(g.group_idx for g in cfg.kv_group_configs if g.is_eagle_group)
 
@@ -509,7 +511,7 @@ def probe_mooncake_load_mask()->list:
         n, drop = c
         coord = C(groups, B, B, use_eagle=drop)
         hashes = [bytes([i]) * 8 for i in range(n)]
-        _, hit = coord.find_longest_cache_hit(hashes, n * B, Pool(B), apply_eagle=True)
+        _, hit = coord.find_longest_cache_hit(hashes, n * B, Pool(**accepted(Pool, hash_block_size=B)), apply_eagle=True)
         return hit // B, sum(coord.load_mask(hashes, hit)[0])
     both = lambda load: lambda c: (draft_accounting.lookup_hit_blocks(*c), load(draft_accounting.lookup_hit_blocks(*c), c[1]))
     return [classify(name, place(C.load_mask, 'MooncakeStoreCoordinator.load_mask'), [(n, d) for n in range(0, 12) for d in (False, True)],
