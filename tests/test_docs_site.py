@@ -1,6 +1,6 @@
 """The built site, read as files: links and anchors, typeset math, size, names from outside the project, and the
 prep step's conversions. `DOCS_DIR` picks the site (default: the committed `docs/`); `make test` builds a fresh one."""
-import json, os, sys
+import json, os, re, sys
 from pathlib import Path
 import pytest
 from nbdev.config import nbpath2html
@@ -104,17 +104,45 @@ def test_a_table_after_printed_text_stays_a_table():
     assert '<table>' in markdown.markdown(md, extensions=['tables', 'attr_list', 'md_in_html', 'pymdownx.superfences'])  # as the site
 
 def test_nav_is_one_map_then_floors():
-    "Start pages, the six fixes' pages and beyond the six by name (`NAV`); every other notebook by its floor."
-    assert prep_docs.section('90_pd_meets_spec.ipynb') == prep_docs.section('91_glossary.ipynb') == 'Start here'
+    "A deployer's path, the six fixes' pages and beyond the six by name (`NAV`); every other notebook by its floor."
+    assert prep_docs.section('92_findings.ipynb') == prep_docs.section('79_explain.ipynb') == prep_docs.section('72_audit.ipynb') \
+        == prep_docs.section('71_plugin.ipynb') == prep_docs.section('91_glossary.ipynb') == 'If you deploy P/D with a drafter'
     assert prep_docs.section('01_lookahead.ipynb') == prep_docs.section('20_triton_kernel_guard.ipynb') == 'The six fixes'
+    assert prep_docs.section('90_pd_meets_spec.ipynb') == 'The six fixes'
     assert prep_docs.section('09a_draft_groups.ipynb') == 'Beyond the six'
     assert prep_docs.section('00_config.ipynb') == prep_docs.section('06_guard_contract.ipynb') == 'Config and contracts'
     assert prep_docs.section('13_model.ipynb') == 'Model' and prep_docs.section('24_kernel_bench.ipynb') == 'Kernels'
     assert prep_docs.section('34_engine_scheduler.ipynb') == prep_docs.section('36_runner.ipynb') == 'Engine'
     assert prep_docs.section('51_lookahead_experiment.ipynb') == prep_docs.section('61_soak.ipynb') == 'Experiments'
-    assert prep_docs.section('72_audit.ipynb') == 'Audit, plugin and explain' and prep_docs.section('80_cli.ipynb') == 'Command line'
+    assert prep_docs.section('70_audit_harness.ipynb') == 'Audit harness and probes' and prep_docs.section('80_cli.ipynb') == 'Command line'
     assert prep_docs.section('index.ipynb') is None
     assert prep_docs.nav_title('`vllm-pd-spec explain`', 'explain') == 'vllm-pd-spec explain'
+
+def test_a_deployer_reads_their_path_first():
+    "Am I affected (the home table), the findings, explain, the audit, the plugin; then the six fixes, beyond the six, the engine and the kit."
+    order = prep_docs.nav_order([nb.name for nb in NOTEBOOKS])
+    first = [e if isinstance(e, tuple) else prep_docs.page_stem(e) for e in order[0][1]]
+    assert first[:5] == [prep_docs.AFFECTED, 'findings', 'explain', 'audit', 'plugin']
+    sections = [s for s, _ in order]
+    assert sections[:3] == ['If you deploy P/D with a drafter', 'The six fixes', 'Beyond the six']
+    assert sections.index('Engine') < sections.index("Experiments' kit") < sections.index('Config and contracts')
+    fixes = [prep_docs.page_stem(e) for e in order[1][1]]
+    assert fixes == ['pd_meets_spec', *prep_docs.FIXES]
+
+def test_one_page_is_titled_fix_6():
+    "Each fix has one page that carries its name: two pages titled 'Fix 6' in two sections leave a reader to guess."
+    titles = {nb.name: prep_docs.title_of(json.loads(nb.read_text()), nb.name) for nb in NOTEBOOKS}
+    for i in range(1, 7):
+        assert len([t for t in titles.values() if re.match(rf'Fix {i}\b(?!,)', t)]) == 1, (i, [t for t in titles.values() if t.startswith(f'Fix {i}')])
+
+def test_the_home_pages_list_is_the_nav():
+    "The home page's list of pages is `pages_list`: the nav's sections and pages in the nav's order."
+    src = ''.join(''.join(c['source']) for c in json.loads((ROOT/'nbs'/'index.ipynb').read_text())['cells'])
+    assert 'pages_list(' in src
+    md = prep_docs.pages_list(ROOT/'nbs')
+    lines = md.split('\n')
+    assert lines[0].startswith('- **If you deploy P/D with a drafter**: [Am I affected?](#if-you-run-pd-with-a-drafter) · [What this project found')
+    assert [l.split('**')[1] for l in lines] == [s for s, _ in prep_docs.nav_order([nb.name for nb in NOTEBOOKS])]
 
 def test_missing_values_read_as_a_dash():
     md = prep_docs.dash_missing('| a | b | c |\n|---|---|---|\n| None | 1 | NaN |\n|2|None|Nonesuch|\nNone in prose')
@@ -167,3 +195,95 @@ def test_no_notebook_prose_line_starts_with_hash_and_digit():
              for lines in [[l[:50] for c in json.loads(nb.read_text())['cells'] if c['cell_type'] == 'markdown'
                             for l in prep_docs.hash_digit_lines(''.join(c['source']))]] if lines}
     assert found == {}, found
+
+# ---- the story checks' rules (tools/check_site.py), on pages made up here ----
+
+def _page(in_short='', headlines=(), tables=()):
+    return dict(inShortText=in_short, headlines=list(headlines), tables=list(tables))
+
+WHERE = ("Where. Affected in 0.27.1 (NIXL, Mooncake); fixed in 0.27.1 (MoRI-IO), 0.33.0 (every connector) (the saved audits "
+         "of 0.27.1, 0.33.0, for P/D with a drafter). What we measured. ")
+HOME = [['fix', 'legacy code', 'consequence seen (legacy)', 'invariant held (fixed)', 'metric: legacy → fixed'],
+        ['3: truncation ordering', '0.27.1', 'yes', 'yes', 'requests lost, of 60: 2 → 0']]
+
+def test_two_pages_with_different_figures_for_one_run_disagree():
+    same = WHERE + 'Requests lost, of 60: **2** legacy (0.27.1) → **0** fixed (0.33.0). What to do. Upgrade.'
+    other = same.replace('**2**', '**3**')
+    assert check_site.headline_mismatches(check_site.headline_items({'index.html': _page(tables=[HOME]),
+                                                                     'truncation_ordering.html': _page(same)})) == {}
+    bad = check_site.headline_mismatches(check_site.headline_items({'index.html': _page(tables=[HOME]),
+                                                                    'truncation_ordering.html': _page(other)}))
+    assert list(bad) == ['index.html + truncation_ordering.html'] and '2 → 0 on index.html; 3 → 0 on truncation_ordering.html' in bad[
+        'index.html + truncation_ordering.html'][0]
+    # a figure marked with its run (vllm_pd_spec.tables.headline) is told apart from another run's
+    marked = dict(fix='3', run='full run, 60 requests, seed 0', metric='requests lost, of 60', legacy='3', fixed='0', inShort=True)
+    items = check_site.headline_items({'index.html': _page(tables=[HOME]), 'truncation_ordering.html': _page(other, [marked])})
+    assert check_site.headline_mismatches(items) == {}
+    assert check_site.unlabelled_headlines(items) == {'index.html': ['fix 3: requests lost, of 60']}
+    assert check_site.same_figure('2.7219', '2.722') and not check_site.same_figure('2.7641', '2.763')
+
+def test_a_label_the_audit_contradicts_is_named():
+    answers = {(r, c): {'nbs/03_truncation_ordering.ipynb': (s, None)}
+               for r, cs in {'0.27.1': ('affected', 'affected', 'ok'), '0.33.0': ('ok', 'ok', 'ok')}.items()
+               for c, s in zip(check_site.CONNECTORS, cs)}
+    fix_nbs = {3: 'nbs/03_truncation_ordering.ipynb'}
+    item = lambda label: [dict(page='p.html', fix=3, metric='m', legacy_label=label, fixed_label='0.33.0')]
+    assert 'fixed with MoRI-IO: name the connector (affected with: NIXL, Mooncake)' in \
+        check_site.label_mismatches(item('0.27.1'), answers, fix_nbs)['p.html'][0]
+    assert check_site.label_mismatches(item('0.27.1, NIXL'), answers, fix_nbs) == {}
+    assert check_site.label_mismatches(item('main between #45237 and #47466'), answers, fix_nbs) == {}
+
+def test_a_page_whose_verdicts_are_not_explains_is_named():
+    answers = {(r, c): {'nbs/03_truncation_ordering.ipynb': ('affected' if r == '0.27.1' and c != 'MoRIIOConnector' else 'ok', None),
+                        'nbs/09b_state_slots.ipynb': ('unknown' if c == 'MooncakeConnector' else 'ok', None)}
+               for r in ('0.27.1', '0.33.0') for c in check_site.CONNECTORS}
+    fix_nbs = {3: 'nbs/03_truncation_ordering.ipynb'}
+    assert check_site.where_mismatches('t.html', WHERE, 3, answers, fix_nbs) == {}
+    assert check_site.where_mismatches('t.html', WHERE.replace('0.27.1 (MoRI-IO), ', ''), 3, answers, fix_nbs) == \
+        {'t.html': ['0.27.1 MoRI-IO: the page reads not said, explain says ok']}
+    rows = [['vLLM', 'connector', 'Fix 3', 'beyond the six']] + [
+        [r, n, '**affected** → 0.29.0' if r == '0.27.1' and n != 'MoRI-IO' else 'fixed', 'none'] for r in ('0.27.1', '0.33.0')
+        for n in check_site.CONNECTORS.values()]
+    bad = check_site.affected_mismatches(rows, answers, fix_nbs, ['nbs/09b_state_slots.ipynb'])['index.html']
+    assert bad == ['0.27.1 Mooncake, beyond the six: the page reads none, explain says unknown for 09b_state_slots',
+                   '0.33.0 Mooncake, beyond the six: the page reads none, explain says unknown for 09b_state_slots']
+    rows[1][2] = 'fixed'
+    assert '0.27.1 NIXL, fix 3: the page reads ok, explain says affected' in check_site.affected_mismatches(rows, answers, fix_nbs, [])['index.html']
+    home = [HOME[0], HOME[1][:3] + ['no: drafter KV stays'] + HOME[1][4:]]
+    assert check_site.invariant_mismatches(home, 'every fixed run holds its invariant: yes.')['index.html'][0].startswith("'invariant held' reads no")
+    assert check_site.invariant_mismatches(HOME, 'every fixed run holds its invariant: yes.') == {}
+
+def test_the_glossary_check_names_undefined_words():
+    terms = check_site.glossary_terms(['Block, slot¶', 'MTP', 'Affected, fixed (a release)', 'text-attn, text-hybrid', 'L'])
+    assert {'block', 'slot', 'mtp', 'affected', 'fixed', 'text-attn', 'text-hybrid', 'l'} == terms
+    text = 'Multi-module MTP on text-attn with Mooncake and DSpark; TPOT on a GPU; VLLM_PD_SPEC_PLUGIN=1; the census.'
+    assert check_site.undefined_terms(text, ['L', 'k', 'num_tokens'], terms) == ['Census', 'DSpark', 'Mooncake', 'TPOT', 'k']
+
+def test_machine_paths_build_words_and_notebook_link_texts_are_found():
+    assert house_rules.build_words('saved /tmp/tmpab12/x.json; on the machine without network; on the merged tree; '
+                                   'vllm/v1/core.py and /dev/full') == ['/tmp/tmpab12/x.json', 'merged tree', 'the machine', 'without network']
+    assert check_site.notebook_link_texts(['09a_draft_groups', 'Fix 2', '02_prefill_backoff.ipynb', 'draft groups']) == \
+        ['02_prefill_backoff.ipynb', '09a_draft_groups']
+
+def test_table_cells_get_break_points_at_the_parts_of_names():
+    sys.path.insert(0, str(ROOT/'tools'))
+    import mkdocs_hooks
+    out = mkdocs_hooks.cell_breaks('<p>a_b</p><td>legacy_victims <code>vllm/v1/core/sched.py:Scheduler._reserve</code> 0.27.1 2.273/6</td>')
+    assert out == ('<p>a_b</p><td>legacy_<wbr>victims <code>vllm/<wbr>v1/<wbr>core/<wbr>sched.<wbr>py:<wbr>Scheduler.<wbr>_reserve</code>'
+                   ' 0.27.1 2.273/6</td>')
+
+def test_figures_link_to_themselves_at_full_size():
+    png = ''.join(json.loads((ROOT/'nbs/00a_plotting.ipynb').read_text())['cells'][-1]['outputs'][0]['data']['image/png'])
+    page = prep_docs.Page('x.md')
+    img = page.output({'output_type': 'display_data', 'data': {'image/png': png, 'text/plain': 'Two lines.'}})
+    fn = next(iter(page.images))
+    assert img.startswith(f'<a class="nb-zoom" href="{fn}"') and f'<img class="nb-figure" src="{fn}"' in img
+
+def test_readme_shows_markdown_outputs_as_markdown(tmp_path):
+    nb = {'cells': [{'cell_type': 'code', 'source': '#| echo: false\nx', 'outputs': [
+        {'output_type': 'execute_result', 'data': {'text/markdown': '**What to do.** [plugin](71_plugin.ipynb)'}},
+        {'output_type': 'stream', 'name': 'stdout', 'text': 'printed'}]}]}
+    (tmp_path/'i.ipynb').write_text(json.dumps(nb))
+    prep_docs.readme(tmp_path/'i.ipynb', tmp_path/'R.md')
+    md = (tmp_path/'R.md').read_text()
+    assert '**What to do.** [plugin](docs/plugin.html)\n' in md and '```\nprinted\n```' in md and '```\n**What' not in md
