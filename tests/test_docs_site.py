@@ -287,3 +287,25 @@ def test_readme_shows_markdown_outputs_as_markdown(tmp_path):
     prep_docs.readme(tmp_path/'i.ipynb', tmp_path/'R.md')
     md = (tmp_path/'R.md').read_text()
     assert '**What to do.** [plugin](docs/plugin.html)\n' in md and '```\nprinted\n```' in md and '```\n**What' not in md
+
+def test_api_headings_link_their_source_and_an_issue():
+    "Each `show_doc` heading is followed by its source on GitHub (file and line) and a link that opens an issue about it."
+    links = prep_docs.symbol_links()
+    got = links[('tables', 'reader_table')]
+    line = next(i for i, l in enumerate((ROOT/'vllm_pd_spec/tables.py').read_text().splitlines(), 1) if l.startswith('def reader_table'))
+    assert got == (f'[source](https://github.com/vllm-pd-spec/vllm_pd_spec/blob/main/vllm_pd_spec/tables.py#L{line})'
+                   ' · [report an issue](https://github.com/vllm-pd-spec/vllm_pd_spec/issues/new?title=vllm_pd_spec.tables.reader_table%3A+)')
+    md = prep_docs.add_symbol_links('---\n\n### reader_table\n\n```python\ndef reader_table(...)\n```\n### not_a_symbol', 'tables', links)
+    assert md.split('\n')[2:5] == ['### reader_table', '', got] and md.endswith('### not_a_symbol')
+    page = prep_docs.api_page({('tables', 'reader_table'), ('config', 'fixes')})
+    assert '## `vllm_pd_spec.tables`\n\n[`reader_table`](tables.md#reader_table)\n' in page and '[`Fixes`](config.md#fixes)' in page
+    assert '`markdown_table`' not in page  # a name no page documents is left out
+
+def test_pngs_ship_in_256_colours():
+    from PIL import Image
+    png = ''.join(json.loads((ROOT/'nbs/00a_plotting.ipynb').read_text())['cells'][-1]['outputs'][0]['data']['image/png'])
+    page = prep_docs.Page('x.md')
+    page.output({'output_type': 'display_data', 'data': {'image/png': png, 'text/plain': 'A plot.'}})
+    import base64, io
+    raw = next(iter(page.images.values()))
+    assert Image.open(io.BytesIO(raw)).mode == 'P' and len(raw) < len(base64.b64decode(png))

@@ -5,6 +5,8 @@
 - Math typeset at build time: pymdownx.arithmatex marks `$...$` and `$$...$$`; KaTeX (from `make vendor`)
   renders them under node; the page links KaTeX's stylesheet and fonts from the site itself.
 - Diagrams are SVG already (tools/prep_docs.py draws them when the site is built): no diagram library ships.
+- Code lines keep their own span (pymdownx.highlight's `line_spans`: a wrapped line is indented, tools/extra.css)
+  without its id, which nothing links to.
 - Table cells get break opportunities where a name has parts (`cell_breaks`): the cells never break inside a word
   or a number (tools/extra.css), so a long snake_case, dotted or path name wraps at its parts instead.
 - The vendored KaTeX stylesheet and fonts copied into `assets/vendor/`; source maps dropped (the site is read, not
@@ -57,7 +59,11 @@ def cell_breaks(html_text):
         return m.group(1) + ''.join(out) + m.group(3)
     return _CELL.sub(cell, html_text)
 
-def on_page_content(html_text, page, config, files): return cell_breaks(html_text)
+_LINE_ID = re.compile(r'<span id="__span-\d+-\d+">')
+
+def on_page_content(html_text, page, config, files):
+    "Table cells with break points; code lines (pymdownx.highlight's `line_spans`) as plain spans, their ids dropped (bytes)."
+    return _LINE_ID.sub('<span>', cell_breaks(html_text))
 
 def on_post_page(output, page, config):
     head, rel = [], _rel(page)

@@ -15,7 +15,7 @@ step applies them and writes each notebook as a markdown page:
 - `#| moving-api: the batch helpers may change` puts a "May change" note above a cell whose API may change;
 - outputs: markdown as markdown (tables become tables; a missing value reads "—"), HTML (DataFrames) as HTML, text
   as a preformatted block (a one-line Python literal wider than the column pretty-printed, `fit_output`; a
-  line still wider wraps), images as files next to the page (at most `MAX_IMG_PX` wide) with the cell's
+  line still wider wraps), images as files next to the page (at most `MAX_IMG_PX` wide, PNGs in 256 colours) with the cell's
   `#| fig-alt:` or the output's text as alt text, each a link to itself at full size (a phone reader zooms it);
 - ```` ```mermaid ```` diagrams drawn to inline SVG now, by the pinned Mermaid in headless Chromium
   (`inline_diagrams`): no page loads a diagram library;
@@ -33,6 +33,7 @@ number (`FLOORS`: the experiments, then the engine and the kit), so a new notebo
 import ast, base64, html, io, json, pprint, re, shutil, sys, yaml
 from nbdev.config import nbpath2html
 from pathlib import Path
+from urllib.parse import quote_plus
 
 UPSTREAM = 'https://github.com/vllm-project/vllm'
 UPSTREAM_TAG = 'v0.33.0'  # cited upstream files link to this release's tree
@@ -59,6 +60,7 @@ FLOORS = [  # (nav section, the first digit of the notebook's number) for every 
     ('Findings and use', '9'),
 ]
 SECTIONS = list(dict.fromkeys([s for s, _ in NAV] + [s for s, _ in FLOORS]))  # the nav's sections, in order
+API = ('API index', 'api.html')  # a page made from nbdev's symbol index (`api_page`), last in the nav
 
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)\s*:?\s*(.*)$')
 _ANSI = re.compile(r'\x1B(?:[@-Z\\-_]|\[[0-?]*[ -/]*[@-~])')
@@ -102,7 +104,7 @@ def nav_order(nb_names:list)->list:
     for sec, pages in NAV:  # links into a page sit where NAV puts them
         for i, p in enumerate(pages):
             if isinstance(p, tuple) and sec in groups: groups[sec].insert(i, p)
-    return [(s, groups[s]) for s in SECTIONS if s in groups]
+    return [(s, groups[s]) for s in SECTIONS if s in groups] + [('Reference', [API])]
 
 def title_of(nb:dict, name:str)->str:
     "A notebook's title: its front matter's, else its first `# ` heading, else its name."
@@ -342,14 +344,16 @@ def fit_output(text, cols=OUTPUT_COLS):
     return out, max(map(len, out.split('\n'))) > cols
 
 def _fit_png(raw, width):
-    "PNG bytes no wider than `MAX_IMG_PX` (downscaled with Pillow), and the display width to give it."
+    """PNG bytes no wider than `MAX_IMG_PX` (downscaled with Pillow), in 256 colours (a plot's flat colours and their
+    antialiasing fit them; the file is about a quarter the size), and the display width to give it."""
     from PIL import Image
     im = Image.open(io.BytesIO(raw))
-    if im.width <= MAX_IMG_PX: return raw, width
-    h = round(im.height * MAX_IMG_PX / im.width)
+    if im.width > MAX_IMG_PX:
+        im, width = im.resize((MAX_IMG_PX, round(im.height * MAX_IMG_PX / im.width)), Image.LANCZOS), \
+                    round(float(width) * MAX_IMG_PX / im.width) if width else None
     buf = io.BytesIO()
-    im.resize((MAX_IMG_PX, h), Image.LANCZOS).save(buf, 'PNG', optimize=True)
-    return buf.getvalue(), round(float(width) * MAX_IMG_PX / im.width) if width else None
+    im.convert('RGB').quantize(colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE).save(buf, 'PNG', optimize=True)
+    return (buf.getvalue() if len(buf.getvalue()) < len(raw) else raw), width
 
 def nb_page(nb, name):
     "(Page, markdown, title) for a processed notebook `nb` published as `name` (`lookahead.md`)."
@@ -359,6 +363,58 @@ def nb_page(nb, name):
         if fm: title = fm.get('title')
         if md.strip(): parts.append(md)
     return page, '\n'.join(parts), title
+
+# ---- every symbol: its source and an issue link; the API index ----
+
+ROOT = Path(__file__).resolve().parents[1]
+
+def symbols()->dict:
+    "nbdev's symbol index (`vllm_pd_spec/_modidx.py`): {module: {qualified name: (page#anchor, source file)}}, and its settings."
+    return ast.literal_eval((ROOT/'vllm_pd_spec'/'_modidx.py').read_text().split('=', 1)[1])
+
+def _line(path:str, name:str)->int|None:
+    "The line of `path` that defines `name` (its last dotted part: a def, a class or an assignment), or None."
+    last = name.split('.')[-1]
+    pat = re.compile(rf'^\s*(?:async\s+def|def|class)\s+{re.escape(last)}\b|^{re.escape(last)}\s*[:=]')
+    try: lines = (ROOT/path).read_text().splitlines()
+    except OSError: return None
+    return next((i for i, l in enumerate(lines, 1) if pat.match(l)), None)
+
+def symbol_links()->dict:
+    "{(page stem, heading anchor): markdown links to the symbol's source and to a new issue about it}."
+    idx = symbols(); git = idx['settings']['git_url']; branch = idx['settings'].get('branch', 'main')
+    out = {}
+    for syms in idx['syms'].values():
+        for qual, (doc, path) in syms.items():
+            page, _, anchor = doc.partition('#')
+            n = _line(path, qual)
+            title = quote_plus(f'{qual}: ')
+            out[(Path(page).stem, anchor)] = (f'[source]({git}/blob/{branch}/{path}' + (f'#L{n}' if n else '') + ')'
+                                              f' · [report an issue]({git}/issues/new?title={title})')
+    return out
+
+def add_symbol_links(md:str, page:str, links:dict)->str:
+    "Markdown whose API headings (`### name`, from `show_doc`) are followed by the symbol's source and issue links."
+    def one(m):
+        from mkdocs_hooks import slugify
+        got = links.get((page, slugify(m.group(1).replace('`', ''))))
+        return m.group(0) + (f'\n\n{got}\n{{: .nb-symbol }}' if got else '')
+    return re.sub(r'^#{3,4} (\S+)$', one, md, flags=re.M)
+
+def headings(md:str)->set:
+    "The anchors of a page's API headings (`### name`, as `show_doc` writes them)."
+    from mkdocs_hooks import slugify
+    return {slugify(m.group(1).replace('`', '')) for m in re.finditer(r'^#{3,4} (\S+)$', md, re.M)}
+
+def api_page(documented:set)->str:
+    "The API index: every public name of the package that a page documents (`documented`: (page stem, anchor)), by module."
+    out = ['# API index', '', 'Every public name of the package, by module, linked to the page that documents it (from nbdev\'s',
+           'symbol index); each entry there links its source and a new issue about it.', '{: .nb-lead }', '']
+    for mod, syms in sorted(symbols()['syms'].items()):
+        names = [(q[len(mod) + 1:], doc) for q, (doc, _) in syms.items()
+                 if not q.split('.')[-1].startswith('_') and (Path(doc.split('#')[0]).stem, doc.partition('#')[2]) in documented]
+        if names: out += [f'## `{mod}`', '', ' · '.join(f'[`{n}`]({own_links(f"]({d})")[2:-1]})' for n, d in names), '']
+    return '\n'.join(out)
 
 # ---- diagrams, drawn when the site is built ----
 
@@ -411,8 +467,12 @@ def prep(src_dir, dst_dir):
         for fn, raw in page.images.items(): (pages/fn).write_bytes(raw)
         entries[p.name] = {('Overview' if name == 'index.md' else nav_title(title, name[:-3])): name}
     nav = [e for n, e in entries.items() if section(n) is None]
-    nav += [{sec: [{e[0]: e[1]} if isinstance(e, tuple) else entries[e] for e in es]} for sec, es in nav_order(list(entries))]
-    for name, md in inline_diagrams(mds).items(): (pages/name).write_text(md)
+    link = lambda t, u: {t: u[:-len('.html')] + '.md' if (t, u) == API else u}  # the API index is a page of the site
+    nav += [{sec: [link(*e) if isinstance(e, tuple) else entries[e] for e in es]} for sec, es in nav_order(list(entries))]
+
+    links = symbol_links()
+    for name, md in inline_diagrams(mds).items(): (pages/name).write_text(add_symbol_links(md, name[:-3], links))
+    (pages/'api.md').write_text(api_page({(name[:-3], a) for name, md in mds.items() for a in headings(md)}))
     shutil.copy(Path(__file__).parent/'extra.css', pages/'extra.css')
     cfg = {'INHERIT': str(Path('mkdocs.yml').resolve()), 'docs_dir': str(pages.resolve()), 'nav': nav,
            'extra_css': ['extra.css'], 'hooks': [str(Path(__file__).resolve().parent/'mkdocs_hooks.py')],
