@@ -39,7 +39,7 @@ install-dev: $(VENV)/.installed-dev
 # (`pip install dist/vllm_pd_spec-*.whl` next to vLLM). Built from this tree with the venv's setuptools: no download.
 DIST ?= dist
 wheel: | $(BIN)/python
-	$(BIN)/python -c "import setuptools" 2>/dev/null || $(PIP) "setuptools>=77"
+	$(BIN)/python -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null || $(PIP) "setuptools>=77"
 	$(BIN)/python -m pip wheel -q --no-deps --no-build-isolation -w $(DIST) .
 	@ls $(DIST)/vllm_pd_spec-*.whl
 
