@@ -11,12 +11,13 @@ import ast, contextlib, dataclasses, functools, importlib, importlib.resources, 
 from pathlib import Path
 from types import SimpleNamespace as NS
 from ..config import cdiv
-from .harness import Finding, classify, locate, where, missing, answer, build, call, vllm_spec, probe
+from .harness import (Finding, classify, locate, where, missing, answer, build, call, vllm_spec, probe,
+    quiet_vllm, accepted, kv_cache_config, real_vllm_config, speculative, attention_groups)
 
 # %% auto #0
 __all__ = ['PROBE_BLOCK', 'NIXL_BASE', 'MORIIO_SCHEDULER', 'MOONCAKE_STORE', 'OFFLOADING_SCHEDULER', 'WAITING_BLOCK', 'fn_source',
-           'assignments', 'assigned_predicates', 'guard_of_call', 'keyword_of_call', 'quiet_vllm', 'place',
-           'vllm_group_specs', 'scheduler_drop_predicate', 'probe_layouts', 'annotated_groups', 'coordinator_drop_ids',
+           'assignments', 'assigned_predicates', 'guard_of_call', 'keyword_of_call', 'place', 'vllm_group_specs',
+           'scheduler_drop_predicate', 'probe_layouts', 'annotated_groups', 'coordinator_drop_ids',
            'offloading_drop_ids', 'store_drop_ids', 'probe_draft_group_consumers', 'matches', 'transfer_source',
            'probe_transfer_groups', 'probe_draft_groups', 'supported_mamba_modes', 'slot_cases', 'slot_config',
            'nixl_clip', 'moriio_split', 'probe_state_slots', 'count_cases', 'probe_mooncake_count',
@@ -72,15 +73,6 @@ def keyword_of_call(fn, callee:str, keyword:str)->str|None:
             for kw in node.keywords:
                 if kw.arg == keyword: return ast.unparse(kw.value)
     return None
-
-@contextlib.contextmanager
-def quiet_vllm():
-    "Silence vLLM's loggers inside the block (the probes build many small objects that log)."
-    lg = logging.getLogger('vllm')
-    old = lg.level
-    lg.setLevel(logging.ERROR)
-    try: yield
-    finally: lg.setLevel(old)
 
 def place(obj, name:str='')->str:
     "`where`, for classmethods and staticmethods too."
@@ -175,7 +167,7 @@ def coordinator_drop_ids(case, pred)->tuple:
     name, m = case
     groups = annotated_groups(probe_layouts()[name], m)
     with quiet_vllm():
-        mgr = KVM(I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=groups), max_model_len=256,
+        mgr = KVM(kv_cache_config(groups, block_size=PROBE_BLOCK), max_model_len=256,
                   scheduler_block_size=PROBE_BLOCK, hash_block_size=PROBE_BLOCK, use_eagle=pred(m))
     c = mgr.coordinator
     return _ids(getattr(c, 'drop_eagle_group_ids', c.eagle_group_ids))
@@ -195,7 +187,7 @@ def offloading_drop_ids(case, pred)->tuple:
     vc = NS(speculative_config=vllm_spec((m, 2, 2)), cache_config=NS(prefix_cache_retention_interval=None),
             parallel_config=NS(decode_context_parallel_size=1, world_size=1))
     with quiet_vllm():
-        cfg = SOC.from_spec(spec, vc, I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=groups))
+        cfg = SOC.from_spec(spec, vc, kv_cache_config(groups, block_size=B))
     return _ids(g.group_idx for g in cfg.kv_group_configs if g.is_eagle_group)
 
 def store_drop_ids(case, pred)->tuple:
@@ -249,7 +241,7 @@ def transfer_source(case)->str:
     name, p_runs = case
     layout = probe_layouts()[name]
     _, groups = vllm_group_specs(layout)
-    sent = set(I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=groups).transfer_group_ids)
+    sent = set(kv_cache_config(groups, block_size=PROBE_BLOCK).transfer_group_ids)
     draft = draft_groups.draft_group_ids(layout)
     if not draft: return 'not needed'
     return 'transferred' if p_runs and draft <= sent else 'missing'
@@ -306,8 +298,7 @@ def slot_config(num_tokens:int, block_size:int, k:int, mode:str):
     fa = I.FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=8, dtype=torch.float16)
     ma = I.MambaSpec(block_size=block_size, shapes=((2,),), dtypes=(torch.float16,), mamba_cache_mode=mode,
                      num_speculative_blocks=k)
-    return I.KVCacheConfig(num_blocks=4096, kv_cache_tensors=[],
-                           kv_cache_groups=[I.KVCacheGroupSpec(['attn.0'], fa), I.KVCacheGroupSpec(['mamba.0'], ma)])
+    return kv_cache_config([I.KVCacheGroupSpec(['attn.0'], fa), I.KVCacheGroupSpec(['mamba.0'], ma)], 4096, block_size)
 
 # %% ../../nbs/77_audit_probes_beyond.ipynb #06c474fd
 def nixl_clip(cls, c, side:str)->list:
@@ -401,7 +392,8 @@ def probe_mooncake_save()->list:
     cases = [(t, h) for t in range(0, 41) for h in range(1, 11)]   # no hashes at all: the worker saves nothing
     def theirs(c):
         tr = RT(req_id='r', token_len=c[0], allocated_block_ids=([],), num_saved_tokens=0)
-        meta = RM.from_request_tracker(tr, B, block_hashes=[bytes([i]) * 8 for i in range(c[1])])
+        meta = RM.from_request_tracker(tr, B, **accepted(RM.from_request_tracker, hash_block_size=B,
+                                                         block_hashes=[bytes([i]) * 8 for i in range(c[1])]))
         return 0 if meta is None or not meta.can_save else meta.token_len_chunk // B
     return [classify(name, place(RM.from_request_tracker, 'ReqMeta.from_request_tracker'), cases, theirs,
                      lambda c: draft_accounting.storable_blocks(c[0], B, c[1]), lambda c: draft_accounting.legacy_storable_blocks(c[0], B, c[1]),
@@ -473,7 +465,7 @@ def replay_lookup(case)->tuple:
     steps, n2, drop = case
     _, groups = vllm_group_specs([CacheGroup('full_attention', 2), CacheGroup('mamba', 2)], num_speculative_blocks=1)
     with quiet_vllm():
-        mgr = KVM(I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=groups), max_model_len=256,
+        mgr = KVM(kv_cache_config(groups, block_size=PROBE_BLOCK), max_model_len=256,
                   scheduler_block_size=PROBE_BLOCK, hash_block_size=PROBE_BLOCK, use_eagle=drop)
         mk = lambda n, rid: Req(rid, list(range(100, 100 + n)), SP(max_tokens=8), None, block_hasher=hasher)
         r, done = mk(steps[-1], 'first'), 0
@@ -587,27 +579,13 @@ def waiting_case_forms(case, fixed:bool)->str:
 
 def waiting_scheduler_factory():
     "`make(num_blocks, k)`: a fresh vLLM decode-side `Scheduler` with `NixlConnector` and MTP (raises why it can't)."
-    import tempfile, os
-    torch = _torch()
-    C, I = importlib.import_module('vllm.config'), importlib.import_module('vllm.v1.kv_cache_interface')
     Scheduler, SOM = locate('vllm.v1.core.sched.scheduler:Scheduler'), locate('vllm.v1.structured_output:StructuredOutputManager')
-    os.environ['HF_HUB_OFFLINE'] = '1'
-    d = tempfile.mkdtemp(prefix='vllm-pd-spec-model-')
-    Path(d, 'config.json').write_text((importlib.resources.files('vllm_pd_spec') / 'data' / 'audit_model_config.json').read_text())
-    mc = C.ModelConfig(model=d, skip_tokenizer_init=True, dtype='float32', max_model_len=512)
     B = WAITING_BLOCK
+    real_vllm_config('NixlConnector', 'kv_consumer', B, 512, 512)  # raises here, once, when no VllmConfig can be built
     def make(num_blocks:int, k:int):
-        vc = C.VllmConfig(model_config=mc, device_config=C.DeviceConfig(device='cpu'),
-                          cache_config=C.CacheConfig(block_size=B, enable_prefix_caching=True),
-                          scheduler_config=C.SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=8, max_model_len=512,
-                                                             is_encoder_decoder=False),
-                          kv_transfer_config=C.KVTransferConfig(kv_connector='NixlConnector', kv_role='kv_consumer'))
-        vc.speculative_config = vllm_spec(('mtp', k, k))
+        vc = speculative(real_vllm_config('NixlConnector', 'kv_consumer', B, 512, 512), ('mtp', k, k))
         vc.cache_config.num_gpu_blocks = num_blocks
-        spec = I.FullAttentionSpec(block_size=B, num_kv_heads=2, head_size=16, dtype=torch.float32)
-        kc = I.KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[I.KVCacheGroupSpec(
-            ['model.layers.0.self_attn.attn', 'model.layers.1.self_attn.attn'], spec)])
-        return Scheduler(vc, kc, SOM(vc), block_size=B)
+        return Scheduler(vc, kv_cache_config(attention_groups(B), num_blocks), SOM(vc), block_size=B)
     return make
 
 def replay_waiting(make, case)->str:
@@ -629,9 +607,9 @@ def replay_waiting(make, case)->str:
     loading = lambda s: {r for r in s.requests if s.requests[r].status == RS.WAITING_FOR_REMOTE_KVS}
     def land(s, scheduler_output):
         ids = list(scheduler_output.num_scheduled_tokens)
-        s.update_from_output(scheduler_output, O.ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
-                                                     sampled_token_ids=[[] for _ in ids],
-                                                     kv_connector_output=O.KVConnectorOutput(finished_recving=loading(s))))
+        s.update_from_output(scheduler_output, O.ModelRunnerOutput(**accepted(
+            O.ModelRunnerOutput, req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=[[] for _ in ids],
+            kv_connector_output=O.KVConnectorOutput(finished_recving=loading(s)))))
     with quiet_vllm():
         s = make(num_blocks, k)
         s.add_request(req('A', a, 100)); s.add_request(req('B', b, 1000))
