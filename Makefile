@@ -188,12 +188,14 @@ audit:
 	$(MAKE) --no-print-directory audit-release V=$(VLLM_VERSION)
 
 # The audit against the newest audited vLLM, its verdicts asserted against its saved audit (tests/test_audit_vllm.py),
-# the plugin on vLLM's own connector schedulers (tests/test_plugin_vllm.py), the probes beyond the six, our input
+# the plugin on vLLM's own connector schedulers (tests/test_plugin_vllm.py), the probes beyond the six, the lookahead-hash
+# contract against vLLM's own functions case by case (tests/test_audit_hashes_vllm.py), our input
 # kernels against vLLM's own (tests/test_kernel_upstream.py, through the Triton interpreter), plus the fake-vLLM unit
 # tests; then the audit tables without and with the plugin.
 test-vllm: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION) $(VLLM_VENV)/.installed-pkg $(VLLM_TEST_UTILS)
 	HF_HUB_OFFLINE=1 VLLM_KV_TEST_UTILS=$(VLLM_TEST_UTILS) $(VLLM_VENV)/bin/python -m pytest tests/test_audit_vllm.py \
-	  tests/test_plugin_vllm.py tests/test_audit_beyond_vllm.py tests/test_kernel_upstream.py tests/test_audit.py tests/test_plugin.py \
+	  tests/test_plugin_vllm.py tests/test_audit_beyond_vllm.py tests/test_audit_hashes_vllm.py tests/test_kernel_upstream.py \
+	  tests/test_audit.py tests/test_plugin.py tests/test_audit_hashes.py \
 	  -q -p no:cacheprovider
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit 2>/dev/null
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit --with-plugin 2>/dev/null

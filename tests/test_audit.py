@@ -432,13 +432,13 @@ def test_registry_orders_by_fix_and_finds_new_modules(tmp_path, monkeypatch):
     pkg = tmp_path / 'fakeaudit'; pkg.mkdir()
     (pkg / '__init__.py').write_text('')
     (pkg / 'probes_extra.py').write_text('from vllm_pd_spec.audit.harness import probe, Finding\n'
-                                         '@probe(fix=11)\ndef probe_extra(): return [Finding("11. extra", "x", "fixed", 1)]\n')
+                                         '@probe(fix=13)\ndef probe_extra(): return [Finding("13. extra", "x", "fixed", 1)]\n')
     (pkg / 'helpers.py').write_text('raise RuntimeError("not a probe module, never imported")\n')
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(H, 'PROBES', dict(H.PROBES))
     got = [p.__name__ for p in H.registered_probes('fakeaudit')]
-    assert got.index('probe_extra') == got.index('probe_connectors') - 1  # after every fix (7-10 are the beyond probes), before the connectors
-    assert [f.contract for f in M.audit([H.PROBES[('fakeaudit.probes_extra', 'probe_extra')]])] == ["11. extra"]
+    assert got.index('probe_extra') == got.index('probe_connectors') - 1  # after every fix (7-12 are the beyond probes), before the connectors
+    assert [f.contract for f in M.audit([H.PROBES[('fakeaudit.probes_extra', 'probe_extra')]])] == ["13. extra"]
 
 # ---------------------------------------------------------------- the runner and the CLI
 def test_audit_turns_a_crashing_probe_into_an_error_row():

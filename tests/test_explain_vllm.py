@@ -40,18 +40,20 @@ def verdicts(r:dict)->dict:
 F1, F2, G, C = 'Fix 1: one lookahead for every consumer', 'Fix 2: the prefill backoff', 'Drafter groups and the transfer set', \
                'The connector path equals the plain path'
 W = 'A load that holds blocks is never stranded'   # 0.27.1's and 0.29.0's schedulers lack #57104's margin: D can stall
+H = 'Lookahead block hashes'   # before 0.34.0, NIXL, Mooncake and the offloading connectors drop a block where 0.34.0 hashes ahead
 
 @pytest.mark.parametrize('connector,release,expected', [
     ('MooncakeConnector', '0.34.0', {F2: ('affected', 'plugin')}),          # 0.34.0 keeps Mooncake's and MoRI-IO's legacy backoff
     ('MoRIIOConnector', '0.34.0', {F2: ('affected', 'plugin')}),
     ('NixlConnector', '0.34.0', {}),                                         # fix 5 fixed: the removed V1 runner is not read as legacy
-    ('MooncakeConnector', '0.33.0', {F2: ('affected', 'plugin')}),          # 0.33.0's Mooncake keeps the legacy backoff
+    ('MooncakeConnector', '0.33.0', {F2: ('affected', 'plugin'), H: ('affected', 'upgrade')}),   # 0.33.0's Mooncake keeps the legacy backoff
     ('MoRIIOConnector', '0.33.0', {F2: ('affected', 'plugin')}),
-    ('NixlConnector', '0.33.0', {}),                                         # NIXL has #55055
-    ('NixlConnector', '0.27.1', {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade'), W: ('affected', 'upgrade')}),
-    ('MooncakeConnector', '0.27.1', {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade+plugin'), W: ('affected', 'upgrade')}),
-    ('NixlConnector', '0.29.0', {F2: ('affected', 'upgrade'), W: ('affected', 'upgrade')}),              # 0.29.0 derives fix 1's numbers itself, no backoff yet
-    ('MooncakeConnector', '0.29.0', {F2: ('affected', 'upgrade+plugin'), W: ('affected', 'upgrade')})])
+    ('NixlConnector', '0.33.0', {H: ('affected', 'upgrade')}),              # NIXL has #55055; the drop where 0.34.0 hashes
+    ('NixlConnector', '0.27.1', {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade'), W: ('affected', 'upgrade'), H: ('affected', 'upgrade')}),
+    ('MooncakeConnector', '0.27.1', {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade+plugin'), W: ('affected', 'upgrade'),
+                                     H: ('affected', 'upgrade')}),
+    ('NixlConnector', '0.29.0', {F2: ('affected', 'upgrade'), W: ('affected', 'upgrade'), H: ('affected', 'upgrade')}),   # 0.29.0 derives fix 1's numbers itself, no backoff yet
+    ('MooncakeConnector', '0.29.0', {F2: ('affected', 'upgrade+plugin'), W: ('affected', 'upgrade'), H: ('affected', 'upgrade')})])
 def test_deepseek_v3_multi_module_mtp(tmp_path, connector, release, expected):
     r = answer(tmp_path, 'deepseek_v3', 'mtp', 3, connector, release)
     assert verdicts(r) == expected
@@ -66,16 +68,16 @@ def test_deepseek_v3_multi_module_mtp(tmp_path, connector, release, expected):
 
 def test_plugin_flag_brings_mooncake_up(tmp_path):
     r = answer(tmp_path, 'deepseek_v3', 'mtp', 3, 'MooncakeConnector', '0.33.0', '--plugin')
-    assert verdicts(r) == {} and r['vllm']['plugin'] and r['draft_taint']['as_deployed']['backoff'] == 2
+    assert verdicts(r) == {H: ('affected', 'upgrade')} and r['vllm']['plugin'] and r['draft_taint']['as_deployed']['backoff'] == 2   # the plugin brings no hashes
     assert main(['explain', '--vllm-version', '0.27.1', '--plugin']) == 2   # no saved audit of 0.27.1 with the plugin
 
 def test_qwen3_next_hybrid(tmp_path):
     "One MTP layer in the checkpoint: a single module reads one token ahead, so the backoff forms agree (1 for GDN)."
     r = answer(tmp_path, 'qwen3_next', 'mtp', 2, 'NixlConnector', '0.27.1')
     assert r['deployment']['mamba'] and r['deployment']['mtp_modules'] == 1 and r['fixed']['prefill_backoff'] == r['legacy']['prefill_backoff'] == 1
-    assert verdicts(r) == {G: ('affected', 'upgrade'), C: ('affected', 'upgrade'), W: ('affected', 'upgrade')}
+    assert verdicts(r) == {G: ('affected', 'upgrade'), C: ('affected', 'upgrade'), W: ('affected', 'upgrade'), H: ('affected', 'upgrade')}
     assert '6 linear attention (GDN), 2 full attention' in r['vllm']['model_config']['layers']
-    assert verdicts(answer(tmp_path, 'qwen3_next', 'mtp', 2, 'NixlConnector', '0.33.0')) == {}
+    assert verdicts(answer(tmp_path, 'qwen3_next', 'mtp', 2, 'NixlConnector', '0.33.0')) == {H: ('affected', 'upgrade')}
 
 def test_qwen3_5_hybrid_moriio(tmp_path):
     "Two MTP layers, k=2: L=2, and with GDN layers the fixed backoff max(1, L-1) equals the Mamba-only legacy one."
@@ -90,17 +92,17 @@ def test_qwen3_5_three_mtp_layers_on_0271(tmp_path):
     CONFIGS['qwen3_5_mtp3'] = dict(CONFIGS['qwen3_5'], text_config=dict(CONFIGS['qwen3_5']['text_config'], mtp_num_hidden_layers=3))
     r = answer(tmp_path, 'qwen3_5_mtp3', 'mtp', 3, 'NixlConnector', '0.27.1')
     assert verdicts(r) == {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade'), G: ('affected', 'upgrade'), C: ('affected', 'upgrade'),
-                           W: ('affected', 'upgrade')}
+                           W: ('affected', 'upgrade'), H: ('affected', 'upgrade')}
     assert r['fixed']['is_spec_decode_row.d_first_step'] != r['legacy']['is_spec_decode_row.d_first_step']   # the table's difference: two backoffs
-    assert verdicts(answer(tmp_path, 'qwen3_5_mtp3', 'mtp', 3, 'NixlConnector', '0.33.0')) == {}
+    assert verdicts(answer(tmp_path, 'qwen3_5_mtp3', 'mtp', 3, 'NixlConnector', '0.33.0')) == {H: ('affected', 'upgrade')}
 
 def test_inkling_sliding_windows(tmp_path):
     r = answer(tmp_path, 'inkling', 'mtp', 3, 'MooncakeConnector', '0.33.0')
-    assert r['deployment']['sliding_window'] == 4 and not r['deployment']['mamba'] and verdicts(r) == {F2: ('affected', 'plugin')}
+    assert r['deployment']['sliding_window'] == 4 and not r['deployment']['mamba'] and verdicts(r) == {F2: ('affected', 'plugin'), H: ('affected', 'upgrade')}
     assert r['fixed']['extra_retained_tokens'] == 2 and 'short-convolution state (window 4)' in r['vllm']['model_config']['layers']
 
 @pytest.mark.parametrize('method,connector,release,expected', [
-    ('eagle3', 'OffloadingConnector', '0.27.1', {}), ('dflash', 'NixlConnector', '0.27.1', {G: ('affected', 'upgrade'), C: ('affected', 'upgrade'), W: ('affected', 'upgrade')}),
+    ('eagle3', 'OffloadingConnector', '0.27.1', {H: ('affected', 'upgrade')}), ('dflash', 'NixlConnector', '0.27.1', {G: ('affected', 'upgrade'), C: ('affected', 'upgrade'), W: ('affected', 'upgrade')}),
     ('dflash', 'NixlConnector', '0.33.0', {})])
 def test_llama_with_a_drafter(tmp_path, method, connector, release, expected):
     r = answer(tmp_path, 'llama', method, 3, connector, release)

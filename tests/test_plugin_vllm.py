@@ -155,3 +155,27 @@ def test_real_scheduler_truncates_before_the_prefix_lookup(U, model, plugin, mam
         r2 = U.create_request(request_id=2, num_tokens=20, do_remote_decode=True)
         fresh.add_request(r2)
         assert fresh.schedule().num_scheduled_tokens[r2.request_id] == 20 - b
+
+@pytest.mark.parametrize('mamba', (False, True))
+def test_truncation_drops_the_hashes_it_invalidates(U, model, plugin, mamba):
+    "With the plugin, Mooncake's P side under lookahead hashes (MTP k = 3 hashes 3 ahead where the release resolves it) keeps `kept_block_hashes`."
+    from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector import MooncakeConnectorScheduler
+    from vllm.v1.request import Request
+    from vllm_pd_spec.audit.harness import resolve_hash_lookahead, vllm_request
+    from vllm_pd_spec.audit.probes_hashes import block_hasher
+    from vllm_pd_spec.config import SpeculativeConfig
+    from vllm_pd_spec.contracts.backoff import prefill_backoff
+    from vllm_pd_spec.contracts.lookahead_hashes import kept_block_hashes, hash_lookahead_tokens
+    if not hasattr(Request, 'truncate_block_hashes'): pytest.skip('this release keeps no lookahead hashes behind a connector')
+    plugin.apply()
+    B, b = 4, prefill_backoff(mamba, K)
+    vc = resolve_hash_lookahead(config(U, model, 'MooncakeConnector', 'kv_producer', True, mamba, block_size=B))
+    L = vc.num_hash_lookahead_tokens
+    assert L == hash_lookahead_tokens(SpeculativeConfig('mtp', K, K), 'MooncakeConnector') == K
+    p = MooncakeConnectorScheduler(vc, 'kv_producer', kv_cache_config(mamba, B))
+    for n in (9, 10, 11, 12, 13, 17, 33):
+        r = vllm_request(n, block_hasher=block_hasher(B, L))
+        p.on_new_request(r)
+        assert n - r.num_prompt_tokens == b, n
+        assert len(r.block_hashes) == kept_block_hashes(n - b, B, L), (n, len(r.block_hashes))
+        assert r.block_hashes == vllm_request(n - b, block_hasher=block_hasher(B, L)).block_hashes   # each a hash of what P holds

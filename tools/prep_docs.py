@@ -45,7 +45,8 @@ AFFECTED = ('Am I affected?', 'index.html#if-you-run-pd-with-a-drafter')  # the 
 NAV = [  # (nav section, its pages by name: the notebook's name without its number, or `AFFECTED`), first, in this order
     ('If you deploy P/D with a drafter', [AFFECTED, 'findings', 'explain', 'audit', 'plugin', 'use', 'glossary']),
     ('The six fixes', ['pd_meets_spec', *FIXES]),
-    ('Beyond the six', ['draft_groups', 'state_slots', 'draft_accounting', 'connector_lookup', 'waiting_queue']),
+    ('Beyond the six', ['draft_groups', 'state_slots', 'draft_accounting', 'connector_lookup', 'waiting_queue',
+                        'lookahead_hashes']),
 ]
 FLOORS = [  # (nav section, the first digit of the notebook's number) for every other numbered notebook: the fixes'
     ('Experiments', '5'),                 # experiments, then the engine and the kit a reader of the code goes to

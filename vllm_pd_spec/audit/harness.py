@@ -17,8 +17,9 @@ __all__ = ['VERDICTS', 'PROBES', 'CONNECTOR_NAMES', 'Finding', 'locate', 'where'
            'missing', 'probe', 'registered_probes', 'spec_grid', 'sample_from_anchor', 'our_spec', 'field_defaults',
            'new_with_defaults', 'draft_hf_config', 'vllm_spec', 'vllm_config', 'show_spec', 'vllm_request',
            'quiet_vllm', 'accepted', 'kv_cache_config', 'tiny_model_config', 'real_vllm_config', 'speculative',
-           'connector_name', 'attention_groups', 'connector_scheduler_for', 'build', 'call', 'request_state', 'fn_ast',
-           'safe_source', 'assigned_expr', 'eval_assigned', 'lift_writes', 'writes', 'lift_block']
+           'resolve_hash_lookahead', 'connector_name', 'attention_groups', 'connector_scheduler_for', 'build', 'call',
+           'request_state', 'fn_ast', 'safe_source', 'assigned_expr', 'eval_assigned', 'lift_writes', 'writes',
+           'lift_block']
 
 # %% ../../nbs/70_audit_harness.ipynb #5eb7e771
 VERDICTS = ('fixed', 'legacy', 'differs', 'not present', 'error')
@@ -279,10 +280,16 @@ def real_vllm_config(connector:str|None='NixlConnector', # a registered KV conne
                             kv_transfer_config=kv)
 
 def speculative(vc, case):
-    "A copy of `VllmConfig` `vc` with the case's `vllm_spec` (as vLLM's own test helpers set one)."
+    "A copy of `VllmConfig` `vc` with the case's `vllm_spec` and its hash lookahead resolved again (as vLLM's own test helpers set one)."
     out = copy.copy(vc)
     object.__setattr__(out, 'speculative_config', vllm_spec(case))
-    return out
+    return resolve_hash_lookahead(out)
+
+def resolve_hash_lookahead(vc):
+    "`vc` with `num_hash_lookahead_tokens` resolved from its spec, connector and cache config, where the release resolves it once (0.34.0)."
+    if hasattr(type(vc), '_resolve_num_hash_lookahead_tokens'):
+        object.__setattr__(vc, 'num_hash_lookahead_tokens', vc._resolve_num_hash_lookahead_tokens())
+    return vc
 
 CONNECTOR_NAMES = {'nixl': 'NixlConnector', 'mooncake': 'MooncakeConnector', 'moriio': 'MoRIIOConnector'}  # package -> name
 
