@@ -145,7 +145,7 @@ def _readable(fig, r, panels, name)->list:
         seen = {}
         for h, t in zip(lg.legend_handles, lg.get_texts()):
             c = _colour(h, alpha=True)
-            look = (c, getattr(h, 'get_linestyle', lambda: None)(), getattr(h, 'get_marker', lambda: None)(), getattr(h, 'get_hatch', lambda: None)())
+            look = repr((c, *(getattr(h, f'get_{k}', lambda: None)() for k in ('linestyle', 'marker', 'hatch'))))  # a collection's styles are lists
             if c and look in seen: out.append(f'{seen[look]!r} and {t.get_text()!r} in {n} share the colour {c}')
             elif c: seen[look] = t.get_text()
     return out
