@@ -11,8 +11,9 @@
 One story to a reader, from what each page shows (tests/test_docs_browser.py reads it from the rendered pages):
 - `headline_items`, `headline_mismatches`, `unlabelled_headlines`: every headline figure (the home page's results table,
   each fix page's "In short", any figure marked by `vllm_pd_spec.tables.headline`) with its run label; two pages that
-  show different figures for the same fix, metric and run disagree, and a figure without a run label cannot be told
-  apart from another run's;
+  show different figures for the same fix, metric and run disagree (a figure without a run label cannot be told apart
+  from another run's, so it is compared with every run's, and named), and the home table's figure for a fix is one
+  its fix page's "In short" shows;
 - `label_mismatches`: a figure whose legacy (or fixed) code is an audited release that the saved audits find fixed (or
   affected) with some connector, and whose label does not say which connector it stands for;
 - `affected_mismatches`, `where_mismatches`: the home page's "am I affected" table and each fix page's "Where." line
@@ -111,7 +112,7 @@ CONNECTORS = {'NixlConnector': 'NIXL', 'MooncakeConnector': 'Mooncake', 'MoRIIOC
 _FIG = r'[-+]?\d+(?:\.\d+)?%?'
 _SAID = re.compile(r'^(?P<metric>.+?): \**(?P<legacy>' + _FIG + r')\** legacy(?: \((?P<legacy_label>[^()]*(?:\([^()]*\))?[^()]*)\))?'
                    r' → \**(?P<fixed>' + _FIG + r')\** fixed(?: \((?P<fixed_label>[^()]*(?:\([^()]*\))?[^()]*)\))?')
-_CELL = re.compile(r'^(?P<metric>.+): (?P<legacy>' + _FIG + r') → (?P<fixed>' + _FIG + r')(?:\s|$)')
+_CELL = re.compile(r'^(?P<metric>.+?): (?P<legacy>' + _FIG + r') → (?P<fixed>' + _FIG + r')(?:\s|$)')
 
 def _norm(metric): return re.sub(r'\s+', ' ', metric).strip(' .;:').lower()
 
@@ -130,8 +131,16 @@ def _table(tables, *heads):
     "The first table (rows of cell texts, header first) whose header holds every one of `heads`."
     return next((t for t in tables if t and all(h in t[0] for h in heads)), None)
 
+_RUN = re.compile(r'\bRun: (?P<run>[^;]+?)\.?\s*(?:;|$)', re.S)
+
+def run_of(text):
+    "The run label a cell or a sentence writes after 'Run: ' (up to a ';' or its end), or None."
+    m = _RUN.search(text or '')
+    return re.sub(r'\s+', ' ', m.group('run')).strip() if m else None
+
 def headline_items(pages:dict)->list:
-    "Every headline figure the pages show: marked ones (`headline` spans), else the home table's and the 'In short' boxes' figures."
+    """Every headline figure the pages show: marked ones (`headline` spans), else the home table's and the 'In short'
+    boxes' figures, each with its run label (marked: `data-run`; a cell or a sentence: the words after 'Run: ')."""
     fix_of = {p: i for i, p in FIX_PAGES.items()}
     out = []
     for page, s in pages.items():
@@ -140,19 +149,21 @@ def headline_items(pages:dict)->list:
             fix = int(h['fix']) if h.get('fix') else fix_of.get(page)
             out.append(dict(page=page, fix=fix, run=h.get('run'), metric=h.get('metric', ''), legacy=h.get('legacy'),
                             fixed=h.get('fixed'), legacy_label=h.get('legacyLabel'), fixed_label=h.get('fixedLabel'),
-                            consequence=h.get('consequence'), invariant=h.get('invariant'), marked=True))
+                            consequence=h.get('consequence'), invariant=h.get('invariant'), marked=True,
+                            where='in_short' if h.get('inShort') else 'table' if h.get('inTable') else 'page'))
         if page in fix_of and not any(h.get('inShort') for h in marked):
             for item in _in_short_items(s.get('inShortText')):
                 m = _SAID.match(item)
-                if m: out.append(dict(page=page, fix=fix_of[page], run=None, marked=False, **m.groupdict()))
+                if m: out.append(dict(page=page, fix=fix_of[page], run=run_of(item), marked=False, where='in_short', **m.groupdict()))
         t = _table(s.get('tables') or [], 'fix', 'metric: legacy → fixed') if page == 'index.html' else None
         if t and not any(h.get('inTable') for h in marked):
             col = {h: i for i, h in enumerate(t[0])}
             for row in t[1:]:
-                m = _CELL.match(row[col['metric: legacy → fixed']])
+                cell = row[col['metric: legacy → fixed']]
+                m = _CELL.match(cell)
                 fix = re.match(r'\d+', row[col['fix']])
                 if m and fix:
-                    out.append(dict(page=page, fix=int(fix.group(0)), run=None, marked=False,
+                    out.append(dict(page=page, fix=int(fix.group(0)), run=run_of(cell), marked=False, where='table',
                                     legacy_label=row[col['legacy code']] if 'legacy code' in col else None, fixed_label=None,
                                     consequence=row[col['consequence seen (legacy)']] if 'consequence seen (legacy)' in col else None,
                                     invariant=row[col['invariant held (fixed)']] if 'invariant held (fixed)' in col else None,
@@ -170,21 +181,45 @@ def same_figure(a, b)->bool:
     if i is None or j is None: return x == y
     return round(x, min(i, j)) == round(y, min(i, j)) or abs(x - y) < 10 ** -min(i, j) / 2 + 1e-12
 
+def metric_key(metric:str)->tuple:
+    "A metric's words, in any order ('X on D (1 + a / b), MTP k=3' and 'X on D, MTP k=3 (1 + a / b)' are one metric)."
+    return tuple(sorted(set(re.findall(r"[\w'=<>.+/-]+", _norm(metric).replace('(', ' ').replace(')', ' ')))))
+
+def _same_run(a, b):
+    "Whether two labels (runs, or legacy codes) may name the same thing: equal, or one is None (a reader cannot tell them apart)."
+    return a is None or b is None or _norm(a) == _norm(b)
+
+def _shows(h): return f"{h['legacy']} → {h['fixed']}"
+
+def _same(a, b): return same_figure(a['legacy'], b['legacy']) and same_figure(a['fixed'], b['fixed'])
+
 def headline_mismatches(items:list)->dict:
-    "{'page + page': [what differs]} for each fix, metric, run and legacy code that two pages show with different figures."
-    groups = {}
-    for h in items: groups.setdefault((h['fix'], _norm(h['metric']), h['run'], _code(h.get('legacy_label'))), []).append(h)
-    out = {}
-    for (fix, metric, run, code), hs in groups.items():
-        first = hs[0]
-        other = [h for h in hs if not (same_figure(h['legacy'], first['legacy']) and same_figure(h['fixed'], first['fixed']))]
-        if not other: continue
-        shown = {}
-        for h in hs: shown.setdefault(f"{h['legacy']} → {h['fixed']}", []).append(h['page'])
-        pages = ' + '.join(sorted({h['page'] for h in hs}))
-        out.setdefault(pages, []).append(f"fix {fix}, {metric} ({run or 'no run label'}; legacy {code or 'unnamed'}): " +
-                                         '; '.join(f"{v} on {', '.join(sorted(set(ps)))}" for v, ps in shown.items()))
-    return out
+    """{'page + page': [what differs]}: two pages that show different figures for one fix, metric (its words in any
+    order), legacy code and run (a figure that names no run, or no legacy code, matches every one); and each home-table
+    figure that its fix page's 'In short' does not show (one run's figures on both)."""
+    groups, out, told = {}, {}, set()  # told: (figure, page) pairs already named
+    for h in items: groups.setdefault((h['fix'], metric_key(h['metric'])), []).append(h)
+    for (fix, _), hs in groups.items():
+        for i, a in enumerate(hs):
+            for b in hs[i + 1:]:
+                ca, cb = _code(a.get('legacy_label')), _code(b.get('legacy_label'))
+                if a['page'] == b['page'] or not _same_run(a['run'], b['run']) or not _same_run(ca, cb) or _same(a, b): continue
+                pages = ' + '.join(sorted({a['page'], b['page']}))
+                run, code = a['run'] or b['run'] or 'no run label', ca or cb
+                told |= {(id(a), b['page']), (id(b), a['page'])}
+                out.setdefault(pages, []).append(f"fix {fix}, {_norm(a['metric'])} ({run}; legacy {code or 'unnamed'}): "
+                                                 + '; '.join(f"{_shows(h)} on {h['page']}" for h in sorted((a, b), key=lambda h: h['page'])))
+    for h in items:  # the home table's figure is its fix page's headline
+        page = FIX_PAGES.get(h['fix'])
+        if h['page'] != 'index.html' or h['where'] != 'table' or not page or (id(h), page) in told: continue
+        short = [x for x in items if x['page'] == page and x['where'] == 'in_short']
+        if any(_same(h, x) and _same_run(h['run'], x['run']) for x in short): continue
+        pages = ' + '.join(sorted({h['page'], page}))
+        shown = '; '.join(f"{_shows(x)} (legacy {_code(x.get('legacy_label')) or 'unnamed'})" for x in short) or 'no figure'
+        out.setdefault(pages, []).append(f"fix {h['fix']}, the home table's {_norm(h['metric'])} ({h['run'] or 'no run label'}; "
+                                         f"legacy {_code(h.get('legacy_label')) or 'unnamed'}): {_shows(h)} on index.html; "
+                                         f"{page}'s In short shows {shown}")
+    return {p: sorted(set(v)) for p, v in out.items()}
 
 def unlabelled_headlines(items:list)->dict:
     "{page: ['fix N: metric']} for each headline figure that names no run (its setting, requests and seeds)."
