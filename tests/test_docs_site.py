@@ -54,6 +54,20 @@ def test_pages_name_nothing_outside_the_project():
     assert not msg, msg
 
 @needs_site
+def test_no_page_tells_an_install_that_fails():
+    "The package is not on the package index: a page or the README that says `pip install vllm-pd-spec` sends a reader to an error."
+    found = {page: check_site.failing_installs(text) for page, (text, _) in check_site.page_texts(DOCS).items()}
+    found['README.md'] = check_site.failing_installs((ROOT/'README.md').read_text())
+    msg = house_rules.verdict('failing_install_lines', {p: v for p, v in found.items() if v})
+    assert not msg, msg
+
+def test_the_install_check_finds_an_index_install_only():
+    assert check_site.failing_installs('pip install vllm-pd-spec  # next to vllm; pip install -U vllm_pd_spec') == \
+        ['pip install -U vllm_pd_spec', 'pip install vllm-pd-spec']
+    assert check_site.failing_installs('pip install ./vllm_pd_spec; pip install dist/vllm_pd_spec-*.whl; pip install .; '
+                                       'pip install vllm-pd-spec-0.1.whl; pip install vllm_pd_spec/') == []
+
+@needs_site
 def test_index_reaches_audit_explain_use_and_glossary():
     links = {l for _, l in check_site.parse(DOCS/'index.html').links}
     for nb in ('72_audit', '79_explain', '93_use', '91_glossary', '90_pd_meets_spec'):

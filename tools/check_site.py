@@ -20,7 +20,8 @@ One story to a reader, from what each page shows (tests/test_docs_browser.py rea
   against `explain`'s answers from the saved audits now (a page executed before an audit was added or changed);
   `invariant_mismatches`: the home results table's verdict column against the sentence under it;
 - `glossary_terms`, `undefined_terms`: the words the home page and the "In short" boxes use that the glossary lacks;
-- `house_rules.build_words` (machine paths, words from a build log) and `notebook_link_texts`.
+- `house_rules.build_words` (machine paths, words from a build log), `notebook_link_texts`, and `failing_installs` (an
+  install line that asks the package index for this package).
 """
 import json, re, sys, yaml
 import prep_docs
@@ -357,6 +358,12 @@ def undefined_terms(text:str, codes:list, terms:set)->list:
             missing.add(w)
     missing |= {c for c in codes if re.fullmatch(r'[A-Za-z]', c) and c.lower() not in terms}
     return sorted(missing)
+
+_INDEX_INSTALL = re.compile(r'\bpip3? install (?:-[-\w]+ )*vllm[-_]pd[-_]spec\b(?![-\w./*])')
+
+def failing_installs(text:str)->list:
+    "The install lines in `text` that ask the package index for this package, which it is not on (a clone or `make wheel` installs it)."
+    return sorted({m.group(0) for m in _INDEX_INSTALL.finditer(text or '')})
 
 _NB_NAME = re.compile(r'^\d{2}[a-z]?_\w+(?:\.ipynb)?$|\.ipynb$')
 
