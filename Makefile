@@ -120,13 +120,16 @@ soak: install-dev
 # ---- Audit a real vLLM (nbs/72_audit): a CPU-only vLLM in its own venv; a CUDA torch is never installed. ----
 # torch (CPU build) first and pinned by a constraint; vLLM's pure-Python requirements from its wheel's
 # METADATA (tools/vllm_requirements.py drops torch* and the GPU kernel packages); then vLLM itself --no-deps.
-VLLM_VERSION ?= 0.33.0
-VLLM_VENV ?= .venv-vllm
-VLLM_OLD_VERSION ?= 0.27.1
-VLLM_OLD_VENV ?= .venv-vllm027
+# VLLM_VERSION defaults to the newest release with a saved audit (vllm_pd_spec/data/audit_vllm_<version>.json): no list
+# of releases is kept here. One venv per release: .venv-vllm-<version>.
+SAVED_RELEASES := $(shell ls vllm_pd_spec/data 2>/dev/null | sed -n 's/^audit_vllm_\([0-9.]*\)\.json$$/\1/p' | sort -V)
+VLLM_VERSION ?= $(lastword $(SAVED_RELEASES))
+VLLM_VENV ?= .venv-vllm-$(VLLM_VERSION)
+VLLM_OLD_VERSION ?= $(firstword $(SAVED_RELEASES))
+VLLM_OLD_VENV ?= .venv-vllm-$(VLLM_OLD_VERSION)
 VLLM_WHEELS ?= .cache/vllm-wheels
 
-.PHONY: audit test-vllm audit-old
+.PHONY: audit test-vllm audit-old audit-release
 
 # $(1): venv folder, $(2): vLLM version
 define vllm_venv
@@ -141,20 +144,18 @@ define vllm_venv
 	touch $(1)/.installed-vllm-$(2)
 endef
 
-$(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION): tools/vllm_requirements.py
-	$(call vllm_venv,$(VLLM_VENV),$(VLLM_VERSION))
+# A release's venv (.venv-vllm-X.Y.Z/.installed-vllm-X.Y.Z), and this package again (--no-deps) in it whenever
+# pyproject.toml changes (its entry points, the vLLM plugin included): rules for the releases named here and for V.
+VLLM_MID_BASE ?= 0.33.0
+define venv_rules
+.venv-vllm-$(1)/.installed-vllm-$(1): tools/vllm_requirements.py
+	$$(call vllm_venv,.venv-vllm-$(1),$(1))
 
-$(VLLM_OLD_VENV)/.installed-vllm-$(VLLM_OLD_VERSION): tools/vllm_requirements.py
-	$(call vllm_venv,$(VLLM_OLD_VENV),$(VLLM_OLD_VERSION))
-
-# This package again (--no-deps) whenever pyproject.toml changes: its entry points, the vLLM plugin included.
-$(VLLM_VENV)/.installed-pkg: pyproject.toml $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION)
-	$(VLLM_VENV)/bin/python -m pip install -q -c $(VLLM_VENV)/constraints.txt --no-deps -e .
-	touch $@
-
-$(VLLM_OLD_VENV)/.installed-pkg: pyproject.toml $(VLLM_OLD_VENV)/.installed-vllm-$(VLLM_OLD_VERSION)
-	$(VLLM_OLD_VENV)/bin/python -m pip install -q -c $(VLLM_OLD_VENV)/constraints.txt --no-deps -e .
-	touch $@
+.venv-vllm-$(1)/.installed-pkg: pyproject.toml .venv-vllm-$(1)/.installed-vllm-$(1)
+	.venv-vllm-$(1)/bin/python -m pip install -q -c .venv-vllm-$(1)/constraints.txt --no-deps -e .
+	touch $$@
+endef
+$(foreach v,$(sort $(VLLM_VERSION) $(VLLM_OLD_VERSION) $(VLLM_MID_BASE) $(V)),$(eval $(call venv_rules,$(v))))
 
 # vLLM's own KV-connector test helpers (tests/v1/kv_connector/unit/utils.py), taken from its source release: pip
 # downloads the sdist (preparing its metadata needs setuptools-rust and setuptools-scm; VLLM_TARGET_DEVICE=empty builds
@@ -162,40 +163,53 @@ $(VLLM_OLD_VENV)/.installed-pkg: pyproject.toml $(VLLM_OLD_VENV)/.installed-vllm
 VLLM_TEST_UTILS := .cache/vllm-tests/$(VLLM_VERSION)/kv_connector_utils.py
 $(VLLM_TEST_UTILS): | $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION)
 	$(VLLM_VENV)/bin/python -m pip install -q -c $(VLLM_VENV)/constraints.txt setuptools-rust setuptools-scm
-	VLLM_TARGET_DEVICE=empty VLLM_VERSION_OVERRIDE=$(VLLM_VERSION) $(VLLM_VENV)/bin/python -m pip download -q --no-deps \
-	  --no-binary :all: --no-build-isolation vllm==$(VLLM_VERSION) -d $(VLLM_WHEELS)
+	test -f $(VLLM_WHEELS)/vllm-$(VLLM_VERSION).tar.gz || VLLM_TARGET_DEVICE=empty VLLM_VERSION_OVERRIDE=$(VLLM_VERSION) \
+	  $(VLLM_VENV)/bin/python -m pip download -q --no-deps --no-binary :all: --no-build-isolation vllm==$(VLLM_VERSION) -d $(VLLM_WHEELS)
 	mkdir -p $(@D)
 	tar -xzf $(VLLM_WHEELS)/vllm-$(VLLM_VERSION).tar.gz -O vllm-$(VLLM_VERSION)/tests/v1/kv_connector/unit/utils.py > $@.tmp
 	mv $@.tmp $@
 
-# Print the audit tables, without and with the plugin, and (re)write the saved audits the docs show.
-audit: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION) $(VLLM_VENV)/.installed-pkg
-	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit --json vllm_pd_spec/data/audit_vllm_$(VLLM_VERSION).json
-	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit --with-plugin --json vllm_pd_spec/data/audit_plugin_vllm_$(VLLM_VERSION).json
+# A release's saved audit, in one command: `make audit-release V=X.Y.Z` builds .venv-vllm-X.Y.Z, runs the audit and
+# writes vllm_pd_spec/data/audit_vllm_X.Y.Z.json (and the audit with the plugin, where the plugin knows the release;
+# it refuses others with exit status 3). explain, the home table and the findings read whatever saved audits exist.
+audit-release:
+	@test -n "$(V)" || { echo 'usage: make audit-release V=X.Y.Z (a vLLM release)' >&2; exit 2; }
+	$(MAKE) --no-print-directory .venv-vllm-$(V)/.installed-pkg
+	HF_HUB_OFFLINE=1 .venv-vllm-$(V)/bin/vllm-pd-spec audit --json vllm_pd_spec/data/audit_vllm_$(V).json
+	HF_HUB_OFFLINE=1 .venv-vllm-$(V)/bin/vllm-pd-spec audit --with-plugin --json vllm_pd_spec/data/audit_plugin_vllm_$(V).json \
+	  || test $$? -eq 3
 
-# The audit against the real vLLM, verdicts asserted (tests/test_audit_vllm.py), the plugin on vLLM's own connector
-# schedulers (tests/test_plugin_vllm.py), the probes beyond the six, our input kernels against vLLM's own
-# (tests/test_kernel_upstream.py, through the Triton interpreter), plus the fake-vLLM unit tests; then the audit
-# tables without and with the plugin.
+# The newest saved release again (tables without and with the plugin, the saved audits rewritten).
+audit:
+	$(MAKE) --no-print-directory audit-release V=$(VLLM_VERSION)
+
+# The audit against the newest audited vLLM, its verdicts asserted against its saved audit (tests/test_audit_vllm.py),
+# the plugin on vLLM's own connector schedulers (tests/test_plugin_vllm.py), the probes beyond the six, the lookahead-hash
+# contract against vLLM's own functions case by case (tests/test_audit_hashes_vllm.py), our input
+# kernels against vLLM's own (tests/test_kernel_upstream.py, through the Triton interpreter), plus the fake-vLLM unit
+# tests; then the audit tables without and with the plugin.
 test-vllm: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION) $(VLLM_VENV)/.installed-pkg $(VLLM_TEST_UTILS)
 	HF_HUB_OFFLINE=1 VLLM_KV_TEST_UTILS=$(VLLM_TEST_UTILS) $(VLLM_VENV)/bin/python -m pytest tests/test_audit_vllm.py \
-	  tests/test_plugin_vllm.py tests/test_audit_beyond_vllm.py tests/test_kernel_upstream.py tests/test_audit.py tests/test_plugin.py \
+	  tests/test_plugin_vllm.py tests/test_audit_beyond_vllm.py tests/test_audit_hashes_vllm.py tests/test_kernel_upstream.py \
+	  tests/test_audit.py tests/test_plugin.py tests/test_audit_hashes.py \
 	  -q -p no:cacheprovider
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit 2>/dev/null
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/vllm-pd-spec audit --with-plugin 2>/dev/null
 
-# The same against a vLLM released before the ordering and backoff fixes (the plugin refuses it: exit status 3).
-# vLLM 0.29.0's saved audit (a release `explain` answers for): the 0.29.0 wheel's Python sources, unpacked, over
-# the 0.33.0 venv's dependencies (no compiled ops are needed by the probes).
+# vLLM 0.29.0's saved audit: the 0.29.0 wheel's Python sources, unpacked, over the newest release's venv dependencies
+# (no compiled ops are needed by the probes).
 VLLM_MID_VERSION ?= 0.29.0
 VLLM_MID_SRC ?= $(VLLM_WHEELS)/src-$(VLLM_MID_VERSION)
 .PHONY: audit-mid
-audit-mid: $(VLLM_VENV)/.installed-vllm-$(VLLM_VERSION) $(VLLM_VENV)/.installed-pkg
-	test -d $(VLLM_MID_SRC)/vllm || ($(VLLM_VENV)/bin/pip download --no-deps vllm==$(VLLM_MID_VERSION) -d $(VLLM_MID_SRC) && \
-	  cd $(VLLM_MID_SRC) && unzip -q vllm-$(VLLM_MID_VERSION)-*.whl 'vllm/*' -x '*.so')
-	HF_HUB_OFFLINE=1 PYTHONPATH=$(VLLM_MID_SRC):$(CURDIR) $(VLLM_VENV)/bin/vllm-pd-spec audit \
+audit-mid: .venv-vllm-$(VLLM_MID_BASE)/.installed-pkg
+	test -d $(VLLM_MID_SRC)/vllm || ( (test -f $(VLLM_WHEELS)/vllm-$(VLLM_MID_VERSION)-*.whl || \
+	  .venv-vllm-$(VLLM_MID_BASE)/bin/pip download --no-deps vllm==$(VLLM_MID_VERSION) -d $(VLLM_WHEELS)) && mkdir -p $(VLLM_MID_SRC) && \
+	  cd $(VLLM_MID_SRC) && unzip -q ../vllm-$(VLLM_MID_VERSION)-*.whl 'vllm/*' -x '*.so')
+	HF_HUB_OFFLINE=1 PYTHONPATH=$(VLLM_MID_SRC):$(CURDIR) .venv-vllm-$(VLLM_MID_BASE)/bin/vllm-pd-spec audit \
 	  --json vllm_pd_spec/data/audit_vllm_$(VLLM_MID_VERSION).json
 
+# The oldest saved release (0.27.1: before the ordering and backoff fixes; the plugin refuses it: exit status 3), its
+# verdicts asserted against its saved audit.
 audit-old: $(VLLM_OLD_VENV)/.installed-vllm-$(VLLM_OLD_VERSION) $(VLLM_OLD_VENV)/.installed-pkg
 	HF_HUB_OFFLINE=1 $(VLLM_OLD_VENV)/bin/vllm-pd-spec audit --json vllm_pd_spec/data/audit_vllm_$(VLLM_OLD_VERSION).json
 	HF_HUB_OFFLINE=1 $(VLLM_OLD_VENV)/bin/vllm-pd-spec audit --with-plugin || test $$? -eq 3

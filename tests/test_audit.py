@@ -214,18 +214,50 @@ def fake_vllm(monkeypatch):
     fake('vllm.v1.request', Request=Request)
     fake('vllm.sampling_params', SamplingParams=SamplingParams)
     fake('vllm.config', SpeculativeConfig=SpeculativeConfig)
+    for mod in (P, C): monkeypatch.setattr(mod, 'connector_scheduler', built_scheduler)
     return fake
+
+def built_scheduler(cls, has_mamba, lookahead, producer=True, block_size=16, **attrs):
+    "The fakes have no constructors to build through (the real probe uses vLLM's own): only what their methods read."
+    vc = NS(num_prefill_lookahead_tokens=lookahead, speculative_config=None, num_speculative_tokens=0)
+    return H.build(cls, vllm_config=vc, _has_mamba=has_mamba, _bounded_replay=False, is_producer=producer, **attrs)
 
 def verdicts(findings): return [f.verdict for f in findings]
 
 # ---------------------------------------------------------------- the verdict rule
-def test_classify_three_outcomes():
+def test_classify_outcomes():
     fx, lg = (lambda c: c + 1), (lambda c: c)
     f = H.classify('t', 'l', range(3), fx, fx, lg)
     assert (f.verdict, f.cases, f.counterexample) == ('fixed', 3, '0: vLLM 1, fixed 1, legacy 0')
     assert H.classify('t', 'l', range(3), lg, fx, lg).verdict == 'legacy'
-    f = H.classify('t', 'l', range(3), lambda c: 1 // (c - 1), fx, lg)
-    assert f.verdict == 'differs' and 'raises ZeroDivisionError' in str(H.answer(lambda: 1 // 0))
+    f = H.classify('t', 'l', range(3), lambda c: c + 2, fx, lg)
+    assert (f.verdict, f.counterexample) == ('differs', '0: vLLM 2, fixed 1, legacy 0')
+
+def test_a_raise_inside_vllm_is_an_error_never_an_answer():
+    "An exception from the code under test ends the row as `error`, naming it, the case and where it came from."
+    fx, lg = (lambda c: c + 1), (lambda c: c)
+    f = H.classify('t', 'l', range(3), lambda c: 1 // (c - 1), fx, lg, show=lambda c: f'case {c}', note='kept')
+    assert (f.verdict, f.cases, f.counterexample) == ('error', 2, None)
+    assert f.note.startswith('the probe raised on case 1: ZeroDivisionError: integer division or modulo by zero (at ')
+    assert f.note.endswith('; kept') and 'test_audit.py:' in f.note
+
+def test_a_deliberately_broken_probe_shows_error(fake_vllm):
+    "A probe whose call no longer fits vLLM's signature (as 0.34.0's ReqMeta.from_request_tracker did) is `error`."
+    def from_request_tracker(tracker, block_size, hash_block_size, block_hashes=None): return None
+    def broken_probe():
+        "Fix 9: a probe calling with the arguments of an older release"
+        return [H.classify('9. broken', 'l', range(3), lambda c: from_request_tracker(c, 4, block_hashes=[]),
+                           lambda c: 0, lambda c: 1)]
+    f, = M.audit([broken_probe])
+    assert f.verdict == 'error' and "TypeError: " in f.note and "'hash_block_size'" in f.note and f.counterexample is None
+    f, = M.audit([lambda: [H.classify('9. fits', 'l', range(3), lambda c: H.call(NS(), '__class__') and 0, lambda c: 0, lambda c: 1)]])
+    assert f.verdict == 'fixed'
+
+def test_accepted_passes_what_the_release_takes():
+    def new(a, hash_block_size, b=0): return (a, hash_block_size, b)
+    def old(a, b=0): return (a, b)
+    assert H.accepted(new, hash_block_size=4, b=1, c=2) == {'hash_block_size': 4, 'b': 1}
+    assert old(1, **H.accepted(old, hash_block_size=4, b=1)) == (1, 1)
 
 def test_locate_never_raises():
     assert H.locate('vllm_surely_missing.x:Y') is None and H.locate('json:no_such') is None
@@ -400,13 +432,13 @@ def test_registry_orders_by_fix_and_finds_new_modules(tmp_path, monkeypatch):
     pkg = tmp_path / 'fakeaudit'; pkg.mkdir()
     (pkg / '__init__.py').write_text('')
     (pkg / 'probes_extra.py').write_text('from vllm_pd_spec.audit.harness import probe, Finding\n'
-                                         '@probe(fix=11)\ndef probe_extra(): return [Finding("11. extra", "x", "fixed", 1)]\n')
+                                         '@probe(fix=13)\ndef probe_extra(): return [Finding("13. extra", "x", "fixed", 1)]\n')
     (pkg / 'helpers.py').write_text('raise RuntimeError("not a probe module, never imported")\n')
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(H, 'PROBES', dict(H.PROBES))
     got = [p.__name__ for p in H.registered_probes('fakeaudit')]
-    assert got.index('probe_extra') == got.index('probe_connectors') - 1  # after every fix (7-10 are the beyond probes), before the connectors
-    assert [f.contract for f in M.audit([H.PROBES[('fakeaudit.probes_extra', 'probe_extra')]])] == ["11. extra"]
+    assert got.index('probe_extra') == got.index('probe_connectors') - 1  # after every fix (7-12 are the beyond probes), before the connectors
+    assert [f.contract for f in M.audit([H.PROBES[('fakeaudit.probes_extra', 'probe_extra')]])] == ["13. extra"]
 
 # ---------------------------------------------------------------- the runner and the CLI
 def test_audit_turns_a_crashing_probe_into_an_error_row():
@@ -426,16 +458,33 @@ def test_table_and_json_shapes():
     assert 'connector' not in d[0] and d[1]['connector'] == 'X'
     assert M.markdown_table(fs).count('\n') == 3
 
+def _saved_files():
+    import importlib.resources
+    d = importlib.resources.files('vllm_pd_spec') / 'data'
+    return sorted(p.name for p in d.iterdir() if p.name.startswith('audit_') and 'vllm_' in p.name and p.name != 'audit_model_config.json')
+
 def test_saved_audits_load():
-    assert {'0.33.0', '0.27.1'} <= set(M.saved_versions())
-    for v in ('0.33.0', '0.27.1'):
+    assert len(M.saved_versions()) >= 2 and all(any(f'vllm_{v}.json' in n for n in _saved_files()) for v in M.saved_versions())
+    for v in M.saved_versions():
         assert all(f['verdict'] in H.VERDICTS for f in M.saved_audit(v))
+
+@pytest.mark.parametrize('name', _saved_files())
+def test_saved_audits_are_clean(name):
+    "Every saved audit (with and without the plugin): no `error` row, no exception as a counterexample, every verdict backed."
+    import importlib.resources
+    rows = json.loads((importlib.resources.files('vllm_pd_spec') / 'data' / name).read_text())
+    assert not [r['contract'] for r in rows if r['verdict'] == 'error']
+    assert not [r['contract'] for r in rows if 'raises ' in (r.get('counterexample') or '')]  # an exception is never an answer
+    assert all(r.get('counterexample') for r in rows if r['verdict'] in ('legacy', 'differs'))
+    assert all(r.get('cases', 0) > 0 for r in rows if r['verdict'] != 'not present')
+    assert len({r['contract'] for r in rows}) == len(rows)
 
 def test_run_audit_exits_2_with_install_hint_when_vllm_is_missing(monkeypatch, capsys):
     monkeypatch.setattr(M, 'import_vllm', lambda: "ModuleNotFoundError: No module named 'vllm'")
     assert M.run_audit(NS(json=None, markdown=False)) == 2
     err = capsys.readouterr().err
-    assert 'make audit' in err and 'pip install --no-deps vllm==0.33.0' in err
+    newest = M.saved_versions()[-1]
+    assert 'make audit-release V=' in err and f'pip install --no-deps vllm=={newest}' in err
 
 def test_cli_audit_without_vllm(monkeypatch):
     from vllm_pd_spec.cli import main

@@ -1,6 +1,6 @@
 """The probes beyond the six against a real vLLM (`make test-vllm`): what `tests/test_audit_vllm.py` does not check.
 
-Skips unless vLLM imports; run in the venv `make audit` builds (`.venv-vllm`)."""
+Skips unless vLLM imports; run in the venv `make test-vllm` builds (`.venv-vllm-<version>`). What a release gives is its saved audit."""
 import pytest
 
 pytestmark = pytest.mark.vllm
@@ -29,11 +29,14 @@ def test_saved_counterexamples_are_the_live_ones(findings):
     assert {c: (f['verdict'], f.get('counterexample')) for c, f in saved.items()} == \
            {c: (f.verdict, f.counterexample) for c, f in findings.items()}
 
-def test_coordinator_matches_our_named_033_form(findings):
-    "On 0.33.0 the coordinator and the Mooncake store equal our `coordinator_drop_group_ids_0330` on every case."
-    if _vllm().__version__ != '0.33.0': pytest.skip("the named form is 0.33.0's")
+def test_coordinator_matches_the_named_form_the_saved_audit_names(findings):
+    "The coordinator and the Mooncake store equal on every case the named form the saved audit recorded (0.33.0, 0.34.0: `coordinator_drop_group_ids_0330`)."
+    import re
+    from vllm_pd_spec.audit.main import saved_audit
+    saved = {f['contract']: f for f in saved_audit(_vllm().__version__)}
+    named = lambda note: re.findall(r'equals on every case: ([\w., ]+)', note or '')
     for c in ('7. draft groups: KVCacheCoordinator', '7. draft groups: MooncakeStoreCoordinator'):
-        assert 'coordinator_drop_group_ids_0330' in findings[c].note
+        assert named(findings[c].note) == named(saved[c].get('note')), findings[c].note
 
 @pytest.fixture(scope='module')
 def waiting():
@@ -42,10 +45,11 @@ def waiting():
     return {f.contract: f for f in probe_waiting_queue()}
 
 def test_waiting_queue_on_the_real_scheduler(waiting):
-    "0.33.0 serves every case (holders first, #57104's margin); 0.27.1 scans blocked loads first but stalls on #57104's pool."
-    v = _vllm().__version__
+    "The real scheduler on every case, as the saved audit has it (0.33.0 and 0.34.0 serve every case; 0.27.1 stalls on #57104's pool)."
+    from vllm_pd_spec.audit.main import saved_audit
+    saved = {f['contract']: f for f in saved_audit(_vllm().__version__)}
     scan, margin = (waiting[c] for c in ('11. waiting queue: a landed load behind a request holding nothing',
                                           '11. waiting queue: async-load admission margin (#57104)'))
     assert scan.verdict == 'fixed' and scan.cases > 10 and margin.cases > 10
-    assert margin.verdict == {'0.33.0': 'fixed', '0.27.1': 'legacy'}.get(v, margin.verdict)
-    if v == '0.27.1': assert "vLLM 'stalls'" in margin.counterexample
+    assert (margin.verdict, margin.counterexample) == (saved[margin.contract]['verdict'], saved[margin.contract]['counterexample'])
+    if margin.verdict == 'legacy': assert "vLLM 'stalls'" in margin.counterexample

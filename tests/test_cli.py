@@ -21,6 +21,16 @@ def test_info_json():
     assert d['vllm_pd_spec'] == __version__ and d['torch'] and isinstance(d['cuda'], bool)
     assert 'combine_sampled_and_draft_tokens' in d['fast_paths']
 
+def test_info_says_when_the_installed_vllm_is_newer_than_every_saved_audit(monkeypatch, capsys):
+    "A vLLM released after the newest saved audit: `info` says so and how to audit it."
+    from vllm_pd_spec import cli as C
+    from vllm_pd_spec.audit.main import saved_versions
+    real = C.pkg_version
+    monkeypatch.setattr(C, 'pkg_version', lambda name: '99.1.0' if name == 'vllm' else real(name))
+    assert C.main(['info']) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith('vllm_audit'))
+    assert f'vLLM 99.1.0 is newer than the newest saved audit, {saved_versions()[-1]}' in line and 'vllm-pd-spec audit' in line
+
 def test_info_json_names_the_shipped_models():
     "`info --json` lists every shipped model with its card's figures, read from the package's data."
     from vllm_pd_spec.model.drafters import model_cards, MODELS

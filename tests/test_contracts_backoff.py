@@ -42,6 +42,13 @@ def test_prompt_logprob_requests_are_not_truncated():
     r = req(10, skip_reading_prefix_cache=False); r.skip_reading_prefix_cache = False
     assert not skips_prefix_cache(r) and truncate_request_for_prefill(r, 3)
 
+def test_the_release_field_decides_the_skip():
+    "0.34.0's `skip_reading_external_kv` (a bounded prefix-cache hit, prompt logprobs among them) is read first: its Request has no 0.33.0 method."
+    r = req(10); r.skip_reading_external_kv = True
+    assert skips_prefix_cache(r) and not truncate_request_for_prefill(r, 3) and r.num_prompt_tokens == 10
+    r = req(10); r.skip_reading_external_kv = False; r.get_skip_reading_prefix_cache = lambda: True
+    assert not skips_prefix_cache(r) and truncate_request_for_prefill(r, 3) and r.num_prompt_tokens == 7
+
 @given(st.integers(1, 10_000), st.booleans(), st.integers(0, 16))
 def test_p_drops_what_d_recomputes(n, mamba, L):
     shipped, dropped, recomputed = handoff_split(n, prefill_backoff(mamba, L))

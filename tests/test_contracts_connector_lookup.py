@@ -67,3 +67,20 @@ def test_bad_input_is_named():
 def test_sources_name_real_forms():
     import vllm_pd_spec.contracts.connector_lookup as mod
     for form in mod.SOURCES: assert callable(getattr(mod, form.split('(')[0])), form
+
+@given(st.integers(0, 10**5), st.sampled_from((1, 4, 16, 256)), st.sampled_from(('eagle', 'eagle3', 'mtp')), st.integers(1, 8))
+def test_lookahead_hashes_replace_the_drop(p, B, m, L):
+    "Under lookahead hashes nothing is dropped: the checkpoint leaves `L` tokens for its hash; never shorter than the drop's where `L <= B`."
+    c = next_turn_hit(p, B, m, lookahead=L)
+    assert c == mamba_checkpoint_position(p, B, False, L) and c % B == 0 and (c == 0 or c + L <= p)
+    if L <= B: assert c >= next_turn_hit(p, B, m)
+    assert next_turn_hit(p, B, m, fixed=False, lookahead=L) == c   # neither rule drops under the hashes
+
+def test_the_drop_alone_misreads_a_hashing_deployment():
+    "The form without `L` (a connector means the drop) is wrong for EAGLE behind a connector that hashes ahead: found."
+    p = find(st.integers(0, 10**4), lambda p: next_turn_hit(p, 16, 'eagle') != next_turn_hit(p, 16, 'eagle', lookahead=1))
+    assert next_turn_hit(p, 16, 'eagle', lookahead=1) == next_turn_hit(p, 16, 'eagle') + 16
+
+def test_lookahead_is_checked():
+    with pytest.raises(ValueError, match='^lookahead='): next_turn_hit(20, 16, 'eagle', lookahead=-1)
+    with pytest.raises(ValueError, match='^lookahead='): mamba_checkpoint_position(20, 16, False, lookahead=1.5)

@@ -41,6 +41,12 @@ def test_033_coordinator_differs_only_without_drafter_layers(gs, m):
     same = coordinator_drop_group_ids_0330(gs, m) == drop_group_ids(gs, m)
     assert same == (not needs_block_drop(m) or bool(draft_group_ids(gs)))
 
+@given(any_layouts, methods, st.integers(1, 8))
+def test_lookahead_hashes_drop_no_group(gs, m, L):
+    "Where the hashes cover the drafter's read (`L > 0`), no consumer of the fixed or the 0.33.0 form drops a block."
+    assert not any(consumer_drop_group_ids(gs, m, c, f, L) for c in CONSUMERS for f in ('fixed', '0.33.0'))
+    assert drop_group_ids(gs, m, 0) == drop_group_ids(gs, m)   # L = 0: the legacy hashes, the drop as before
+
 def test_legacy_drops_a_state_group():
     "A counterexample to invariant 1 in the 0.27.1 form, found rather than constructed."
     gs, m = find(st.tuples(layouts, methods),

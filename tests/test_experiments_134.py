@@ -33,7 +33,7 @@ def test_per_setting_rows(results, fix):
 def test_fix1_no_acceptance_lost_and_outputs_kept(results):
     "text-attn: the 0.27.1 consumers change no output and no acceptance beyond noise; the sliding window's freed reads are legacy-only."
     rows = results[1].rows
-    assert all(r['outputs_equal'] and not r['differs'] for r in rows if 'differs' in r)
+    assert all(r['outputs_equal'] and r['legacy_lossless'] and r['fixed_lossless'] and not r['differs'] for r in rows if 'differs' in r)
     assert all(r['legacy_short_chunks'] == r['requests'] and r['fixed_short_chunks'] == 0 for r in rows if r['consumer'] == 'scheduler')
     assert all(r['fixed'] == 0 < r['legacy'] for r in rows if r['consumer'] == 'kv_cache_planner')
     assert next(r for r in rows if r['consumer'] == 'runner')['agree'].startswith('897 of 897')

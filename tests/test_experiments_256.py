@@ -34,6 +34,7 @@ def test_quick_run(results, fix):
         assert r.legacy_consequence_seen == (d['mean'] + d['ci95'] < 0)
     else: assert r.legacy_consequence_seen
     assert r.rows and r.setup['quick'] and r.notes and r.seed_figure is not None
+    assert r.run and (r.paired is None or {'mean', 'ci95', 'n', 'over'} == set(r.paired))
 
 @pytest.mark.parametrize('fix', sorted(MODULES))
 def test_progress_bar_is_driven(results, bars, fix):
@@ -48,18 +49,24 @@ def test_fix2_arms(results):
     r = results[2]
     assert set(r.arms) == {'legacy', 'backoff', 'reset on add', 'handoff', 'backoff+handoff', 'standalone'} and r.model == 'text-attn' and r.k == 3
     keys = {'invariant', 'mean_acceptance_length', 'mean_acceptance_length_drafted', 'acceptance_by_step', 'per_position_acceptance',
-            'tainted_entries', 'stale_reprefill_entries', 'lossless', 'label', 'ours'}
+            'tainted_entries', 'stale_reprefill_entries', 'lossless', 'label', 'ours', 'sources', 'fix_backoff', 'split_as_fixed'}
     for a in r.arms.values():
         assert keys <= set(a) and a['lossless'] and a['contract_matches_census'] and len(a['per_position_acceptance']) == r.k
-        assert a['invariant'] == (a['tainted_entries'] == 0) and len(a['acceptance_by_step']) == 16
+        assert a['sources']['p_guesses'] + a['sources']['stale_reprefill'] == a['tainted_entries'] and len(a['acceptance_by_step']) == 16
     assert r.arms['standalone']['tainted_entries'] == r.arms['handoff']['tainted_entries'] == r.arms['backoff+handoff']['tainted_entries'] == 0
-    assert r.arms['backoff']['tainted_entries'] > 0 and not r.arms['backoff']['invariant']
+    # fix 2's invariant separates the arms: 0.33.0's backoff holds it with its guess-derived entries; legacy and the prototype drop
+    # other counts and fail it
+    assert r.arms['backoff']['tainted_entries'] > 0 and r.arms['backoff']['invariant'] and r.arms['reset on add']['invariant']
+    assert not r.arms['legacy']['invariant'] and not r.arms['handoff']['invariant'] and r.arms['backoff+handoff']['invariant']
+    assert r.arms['legacy']['sources']['stale_reprefill'] > 0 == r.arms['backoff']['sources']['stale_reprefill']
+    assert r.invariant_holds and r.paired['n'] == r.setup['num_prompts'] > r.setup['max_num_seqs']  # more requests than D's slots
     assert r.arms['legacy']['stale_reprefill_entries'] > 0 and r.arms['reset on add']['stale_reprefill_entries'] == 0
     assert r.arms['backoff+handoff']['ours'] and r.arms['reset on add']['ours'] and not r.arms['handoff']['ours']
     assert r.arms['legacy']['label'] == r.setup['legacy_label'] == '0.27.1' and r.setup['fixed_label'] == '0.33.0'
     assert (r.legacy, r.fixed, r.standalone) == tuple(r.arms[a]['mean_acceptance_length'] for a in ('legacy', 'backoff', 'standalone'))
     s, = r.per_setting
     assert s['setting'] == 'text-attn, MTP k=3' and s['arms'] == {a: x['mean_acceptance_length'] for a, x in r.arms.items()}
+    assert s['drafted'] == dict(legacy=r.arms['legacy']['mean_acceptance_length_drafted'], fixed=r.arms['backoff']['mean_acceptance_length_drafted'])
 
 def test_fix5_rules_per_setting(results):
     "0.33.0 keeps every P/D continuation equal to standalone; 0.27.1 and the 0.24.0 rule with padding do not; every row against 0.33.0 V2."

@@ -40,15 +40,20 @@ def verdicts(r:dict)->dict:
 F1, F2, G, C = 'Fix 1: one lookahead for every consumer', 'Fix 2: the prefill backoff', 'Drafter groups and the transfer set', \
                'The connector path equals the plain path'
 W = 'A load that holds blocks is never stranded'   # 0.27.1's and 0.29.0's schedulers lack #57104's margin: D can stall
+H = 'Lookahead block hashes'   # before 0.34.0, NIXL, Mooncake and the offloading connectors drop a block where 0.34.0 hashes ahead
 
 @pytest.mark.parametrize('connector,release,expected', [
-    ('MooncakeConnector', '0.33.0', {F2: ('affected', 'plugin')}),          # 0.33.0's Mooncake keeps the legacy backoff
+    ('MooncakeConnector', '0.34.0', {F2: ('affected', 'plugin')}),          # 0.34.0 keeps Mooncake's and MoRI-IO's legacy backoff
+    ('MoRIIOConnector', '0.34.0', {F2: ('affected', 'plugin')}),
+    ('NixlConnector', '0.34.0', {}),                                         # fix 5 fixed: the removed V1 runner is not read as legacy
+    ('MooncakeConnector', '0.33.0', {F2: ('affected', 'plugin'), H: ('affected', 'upgrade')}),   # 0.33.0's Mooncake keeps the legacy backoff
     ('MoRIIOConnector', '0.33.0', {F2: ('affected', 'plugin')}),
-    ('NixlConnector', '0.33.0', {}),                                         # NIXL has #55055
-    ('NixlConnector', '0.27.1', {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade'), W: ('affected', 'upgrade')}),
-    ('MooncakeConnector', '0.27.1', {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade+plugin'), W: ('affected', 'upgrade')}),
-    ('NixlConnector', '0.29.0', {F2: ('affected', 'upgrade'), W: ('affected', 'upgrade')}),              # 0.29.0 derives fix 1's numbers itself, no backoff yet
-    ('MooncakeConnector', '0.29.0', {F2: ('affected', 'upgrade+plugin'), W: ('affected', 'upgrade')})])
+    ('NixlConnector', '0.33.0', {H: ('affected', 'upgrade')}),              # NIXL has #55055; the drop where 0.34.0 hashes
+    ('NixlConnector', '0.27.1', {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade'), W: ('affected', 'upgrade'), H: ('affected', 'upgrade')}),
+    ('MooncakeConnector', '0.27.1', {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade+plugin'), W: ('affected', 'upgrade'),
+                                     H: ('affected', 'upgrade')}),
+    ('NixlConnector', '0.29.0', {F2: ('affected', 'upgrade'), W: ('affected', 'upgrade'), H: ('affected', 'upgrade')}),   # 0.29.0 derives fix 1's numbers itself, no backoff yet
+    ('MooncakeConnector', '0.29.0', {F2: ('affected', 'upgrade+plugin'), W: ('affected', 'upgrade'), H: ('affected', 'upgrade')})])
 def test_deepseek_v3_multi_module_mtp(tmp_path, connector, release, expected):
     r = answer(tmp_path, 'deepseek_v3', 'mtp', 3, connector, release)
     assert verdicts(r) == expected
@@ -56,23 +61,23 @@ def test_deepseek_v3_multi_module_mtp(tmp_path, connector, release, expected):
     t = r['draft_taint']   # 0.33.0's backoff moves the taint: more entries than the legacy backoff, a hand-off clears it
     assert t['fixed_backoff']['entries'] == 10 and t['handoff']['entries'] == t['d_recompute']['entries'] == 0
     # the legacy backoff: 4 entries from P's guesses and 4 from D's first step re-prefilling k - 1 = 2 positions of another request's slot rows
-    assert t['as_deployed']['entries'] == (10 if (connector, release) == ('NixlConnector', '0.33.0') else 8)
+    assert t['as_deployed']['entries'] == (8 if F2 in expected else 10)
     do = {a['page']: a['do'] for a in r['answers'] if a['do']}
     if F1 in do: assert do[F1]['release'] == '0.29.0'                        # the first release whose consumers agree
-    if F2 in do: assert do[F2].get('release', release) == '0.33.0'
+    if F2 in do: assert do[F2].get('release', release) == ('0.33.0' if do[F2]['kind'] != 'plugin' else release)  # the first with #55055
 
 def test_plugin_flag_brings_mooncake_up(tmp_path):
     r = answer(tmp_path, 'deepseek_v3', 'mtp', 3, 'MooncakeConnector', '0.33.0', '--plugin')
-    assert verdicts(r) == {} and r['vllm']['plugin'] and r['draft_taint']['as_deployed']['backoff'] == 2
+    assert verdicts(r) == {H: ('affected', 'upgrade')} and r['vllm']['plugin'] and r['draft_taint']['as_deployed']['backoff'] == 2   # the plugin brings no hashes
     assert main(['explain', '--vllm-version', '0.27.1', '--plugin']) == 2   # no saved audit of 0.27.1 with the plugin
 
 def test_qwen3_next_hybrid(tmp_path):
     "One MTP layer in the checkpoint: a single module reads one token ahead, so the backoff forms agree (1 for GDN)."
     r = answer(tmp_path, 'qwen3_next', 'mtp', 2, 'NixlConnector', '0.27.1')
     assert r['deployment']['mamba'] and r['deployment']['mtp_modules'] == 1 and r['fixed']['prefill_backoff'] == r['legacy']['prefill_backoff'] == 1
-    assert verdicts(r) == {G: ('affected', 'upgrade'), C: ('affected', 'upgrade'), W: ('affected', 'upgrade')}
+    assert verdicts(r) == {G: ('affected', 'upgrade'), C: ('affected', 'upgrade'), W: ('affected', 'upgrade'), H: ('affected', 'upgrade')}
     assert '6 linear attention (GDN), 2 full attention' in r['vllm']['model_config']['layers']
-    assert verdicts(answer(tmp_path, 'qwen3_next', 'mtp', 2, 'NixlConnector', '0.33.0')) == {}
+    assert verdicts(answer(tmp_path, 'qwen3_next', 'mtp', 2, 'NixlConnector', '0.33.0')) == {H: ('affected', 'upgrade')}
 
 def test_qwen3_5_hybrid_moriio(tmp_path):
     "Two MTP layers, k=2: L=2, and with GDN layers the fixed backoff max(1, L-1) equals the Mamba-only legacy one."
@@ -87,17 +92,17 @@ def test_qwen3_5_three_mtp_layers_on_0271(tmp_path):
     CONFIGS['qwen3_5_mtp3'] = dict(CONFIGS['qwen3_5'], text_config=dict(CONFIGS['qwen3_5']['text_config'], mtp_num_hidden_layers=3))
     r = answer(tmp_path, 'qwen3_5_mtp3', 'mtp', 3, 'NixlConnector', '0.27.1')
     assert verdicts(r) == {F1: ('affected', 'upgrade'), F2: ('affected', 'upgrade'), G: ('affected', 'upgrade'), C: ('affected', 'upgrade'),
-                           W: ('affected', 'upgrade')}
+                           W: ('affected', 'upgrade'), H: ('affected', 'upgrade')}
     assert r['fixed']['is_spec_decode_row.d_first_step'] != r['legacy']['is_spec_decode_row.d_first_step']   # the table's difference: two backoffs
-    assert verdicts(answer(tmp_path, 'qwen3_5_mtp3', 'mtp', 3, 'NixlConnector', '0.33.0')) == {}
+    assert verdicts(answer(tmp_path, 'qwen3_5_mtp3', 'mtp', 3, 'NixlConnector', '0.33.0')) == {H: ('affected', 'upgrade')}
 
 def test_inkling_sliding_windows(tmp_path):
     r = answer(tmp_path, 'inkling', 'mtp', 3, 'MooncakeConnector', '0.33.0')
-    assert r['deployment']['sliding_window'] == 4 and not r['deployment']['mamba'] and verdicts(r) == {F2: ('affected', 'plugin')}
+    assert r['deployment']['sliding_window'] == 4 and not r['deployment']['mamba'] and verdicts(r) == {F2: ('affected', 'plugin'), H: ('affected', 'upgrade')}
     assert r['fixed']['extra_retained_tokens'] == 2 and 'short-convolution state (window 4)' in r['vllm']['model_config']['layers']
 
 @pytest.mark.parametrize('method,connector,release,expected', [
-    ('eagle3', 'OffloadingConnector', '0.27.1', {}), ('dflash', 'NixlConnector', '0.27.1', {G: ('affected', 'upgrade'), C: ('affected', 'upgrade'), W: ('affected', 'upgrade')}),
+    ('eagle3', 'OffloadingConnector', '0.27.1', {H: ('affected', 'upgrade')}), ('dflash', 'NixlConnector', '0.27.1', {G: ('affected', 'upgrade'), C: ('affected', 'upgrade'), W: ('affected', 'upgrade')}),
     ('dflash', 'NixlConnector', '0.33.0', {})])
 def test_llama_with_a_drafter(tmp_path, method, connector, release, expected):
     r = answer(tmp_path, 'llama', method, 3, connector, release)
@@ -165,9 +170,40 @@ def test_old_flags_still_give_the_table(capsys):
     assert '--vllm-version: not given and no vLLM installed' in capsys.readouterr().err
 
 def test_unsupported_release(capsys):
+    "An unaudited release says so, names the saved ones and how to audit it (`vllm-pd-spec audit`, then `--audit`)."
     assert main(['explain', '--vllm-version', '0.30.0']) == 2
     err = capsys.readouterr().err
-    assert err.count('\n') == 1 and all(v in err for v in E.supported_releases())
+    assert err.count('\n') == 1 and all(v in err for v in E.supported_releases()) and 'has no saved audit' in err
+    assert 'vllm-pd-spec audit --json audit.json' in err and 'explain --audit audit.json' in err
+
+def test_removed_code_is_never_read_as_legacy():
+    "0.34.0 removed the V1 model runner: its `not present` row is dropped, the V2 row decides fix 5; 0.27.1's absent rows (not yet written) stay legacy."
+    gone = E.removed_rows(E.load_audit('0.34.0'), '0.34.0')
+    assert '5. rows: V1 GPUModelRunner num_decode_draft_tokens' in gone
+    f = E.release_forms('0.34.0', ['NixlConnector'])['is_spec_decode_row']
+    assert f == dict(form='fixed', rows=['5. rows: V2 MambaHybridModelState.prepare_attn'])
+    assert E.removed_rows(E.load_audit('0.27.1'), '0.27.1') == set()
+    assert E.release_forms('0.27.1', ['NixlConnector'])['num_prefill_lookahead_tokens']['form'] == 'legacy'  # not present: pre-#55055
+    assert E.release_forms('0.34.0', ['NixlConnector'])['writes_last_sampled']['form'] == 'fixed'  # the CPU port's row does not decide
+
+def test_your_own_audit(tmp_path, capsys):
+    "`--audit FILE`: a release with no saved audit, answered from the user's audit (here: 0.34.0's, with Mooncake's backoff fixed)."
+    rows = E.load_audit('0.34.0')
+    for r in rows:
+        if r['contract'] == 'connector: MooncakeConnectorScheduler': r['verdict'] = 'fixed'
+    f = tmp_path / 'audit.json'; f.write_text(json.dumps(rows))
+    line = serve('./m', 'mtp', 3, 'MooncakeConnector')
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(['explain', '--explain-vllm-args', line, '--audit', str(f), '--vllm-version', '0.35.0', '--mtp-modules', '3', '--json']) == 0
+    r = json.loads(out.getvalue())
+    assert r['vllm']['release'] == '0.35.0' and r['vllm']['release_from'] == '--audit'
+    assert {a['page']: a['status'] for a in r['answers']}[F2] == 'ok'
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(['explain', '--explain-vllm-args', line, '--vllm-version', '0.34.0', '--mtp-modules', '3']) == 0
+    (tmp_path / 'bad.json').write_text('{"not": "an audit"}')
+    assert main(['explain', '--explain-vllm-args', line, '--audit', str(tmp_path / 'bad.json')]) == 2
+    assert capsys.readouterr().err.count('\n') == 1
 
 def test_fix3_prefix_hit_on_p(tmp_path):
     "A P instance whose prefix hit covers the truncated prompt: 0.27.1's NIXL truncates after the lookup (the engine dies), 0.29.0 before."

@@ -74,9 +74,25 @@ def test_register_applies_when_enabled_and_remove_restores(fake, monkeypatch):
     plugin.remove()
     assert fake.on_new_request is original and not hasattr(fake, '_prefill_backoff')
 
-def test_unimportable_connector_is_skipped(fake):
+def test_unimportable_connector_is_skipped_with_a_warning(fake, caplog):
+    "Nothing to patch is not success: the warning names what the plugin looked for."
     p = plugin.ConnectorPatch('surely_not_a_module_xyz:C', {}, ('x',), {})
-    assert plugin.apply((p,)) == []
+    with caplog.at_level('INFO', logger=plugin.log.name): assert plugin.apply((p,)) == []
+    assert [r.levelname for r in caplog.records] == ['WARNING'] and 'nothing to patch' in caplog.text
+    assert 'surely_not_a_module_xyz:C' in caplog.text
+
+def test_a_wrapped_hook_keeps_the_connectors_own_duties(fake):
+    "on_new_request is wrapped, not replaced: the connector's own hook still runs, its one-token truncation does not."
+    seen = []
+    def own(self, request):
+        seen.append(request.num_prompt_tokens); self._truncate_mamba_request_for_prefill(request)
+    fake.on_new_request = own
+    fake._truncate_mamba_request_for_prefill = lambda self, request: seen.append('own truncation')
+    p = patch_for(fake, _prefill_backoff=plugin._prefill_backoff, _truncate_request_for_prefill=plugin._truncate_request_for_prefill,
+                  on_new_request=plugin._wrapping(plugin._on_new_request))
+    with plugin.applied((p,)):
+        r = Request(9, do_remote_decode=True); fake(4).on_new_request(r)
+    assert r.num_prompt_tokens == 6 and seen == [6]
 
 @pytest.mark.parametrize('has_mamba,lookahead', [(False, 0), (True, 0), (False, 3), (True, 3), (True, 2), (False, 1)])
 def test_p_drops_what_d_recomputes(fake, has_mamba, lookahead):

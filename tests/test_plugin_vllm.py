@@ -1,30 +1,31 @@
-"""`vllm_pd_spec.plugin` on the real vLLM 0.33.0 (`make test-vllm`): the patched connectors' scheduler halves.
+"""`vllm_pd_spec.plugin` on a real vLLM it knows (`make test-vllm`: the newest audited release): the patched scheduler halves.
 
 Requests, configs and schedulers come from vLLM's own test helpers (`tests/v1/kv_connector/unit/utils.py` of the
-vLLM 0.33.0 source release, which `make test-vllm` extracts to `.cache/vllm-tests/0.33.0/kv_connector_utils.py`);
+installed release's source release, which `make test-vllm` extracts to `.cache/vllm-tests/<version>/kv_connector_utils.py`);
 the model is the two-layer Llama `config.json` shipped in this package (no weights, no tokenizer, no hub).
-Skips unless vLLM 0.33.0 and those helpers are present."""
+Skips unless the installed vLLM is one the plugin has fingerprints for and those helpers are present."""
 import importlib.resources, importlib.util, os
 from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.vllm
-VERSION = '0.33.0'
 K = 3  # multi-module MTP: k = 3 drafts from 3 modules, num_prefill_lookahead_tokens = 3
 
 def _vllm():
     "The installed vLLM; a skip only where none is installed: an installed vLLM that fails to import fails the test."
     if importlib.util.find_spec('vllm') is None: pytest.skip('vLLM is not installed here: run `make test-vllm`')
     import vllm, vllm.v1.request  # noqa: F401
-    if vllm.__version__ != VERSION: pytest.skip(f'the plugin knows vLLM {VERSION}, this is {vllm.__version__}')
+    from vllm_pd_spec import plugin
+    known = sorted({v for p in plugin.PATCHES for v in p.fingerprints})
+    if vllm.__version__ not in known: pytest.skip(f'the plugin knows vLLM {", ".join(known)}, this is {vllm.__version__}')
     return vllm
 
 @pytest.fixture(scope='module')
 def U():
     "vLLM's own KV-connector test helpers, loaded from the extracted source release."
-    _vllm()
-    path = Path(os.environ.get('VLLM_KV_TEST_UTILS', Path(__file__).parents[1] / '.cache' / 'vllm-tests' / VERSION / 'kv_connector_utils.py'))
-    if not path.exists(): pytest.skip(f'{path} is missing: `make test-vllm` extracts it from the vLLM {VERSION} source release')
+    v = _vllm().__version__
+    path = Path(os.environ.get('VLLM_KV_TEST_UTILS', Path(__file__).parents[1] / '.cache' / 'vllm-tests' / v / 'kv_connector_utils.py'))
+    if not path.exists(): pytest.skip(f'{path} is missing: `make test-vllm` extracts it from the vLLM {v} source release')
     spec = importlib.util.spec_from_file_location('vllm_kv_connector_test_utils', path)
     mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
     return mod
@@ -50,7 +51,8 @@ def kv_cache_config(mamba:bool, block_size:int=16):
                                FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=8, dtype=torch.float16))]
     if mamba: groups.append(KVCacheGroupSpec(['model.layers.1.linear_attn'], MambaSpec(
         block_size=block_size, shapes=((6, 3), (1, 2, 2)), dtypes=(torch.float16, torch.float16), mamba_cache_mode='align')))
-    return KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=groups)
+    from vllm_pd_spec.audit.harness import kv_cache_config as release_kv_cache_config
+    return release_kv_cache_config(groups, 64, block_size)  # with every argument the release takes (0.34.0: hash_block_size)
 
 MORIIO_EXTRA = lambda read: {'read_mode': read, 'host_ip': '127.0.0.1', 'handshake_port': 6001, 'notify_port': 6002}
 
@@ -101,10 +103,10 @@ def test_p_drop_equals_d_recompute(U, model, plugin, connector, read, mamba, mtp
     from vllm.distributed.kv_transfer.kv_connector.v1.moriio.moriio_common import MoRIIOError
     from vllm_pd_spec.contracts.backoff import prefill_backoff
     plugin.apply()
-    if connector == 'MoRIIOConnector' and mamba and mtp:
-        with pytest.raises(MoRIIOError, match='DSpark'): halves(U, model, connector, mtp, mamba, read)
-        return  # MoRI-IO itself accepts only DSpark with a hybrid model
-    p, d = halves(U, model, connector, mtp, mamba, read)
+    try: p, d = halves(U, model, connector, mtp, mamba, read)
+    except MoRIIOError as e:  # MoRI-IO itself accepts only DSpark with a hybrid model (0.33.0; 0.34.0 in WRITE mode)
+        assert connector == 'MoRIIOConnector' and mamba and mtp and 'DSpark' in str(e), e
+        return
     b = prefill_backoff(mamba, K if mtp else 0)
     for n in PROMPTS:
         drop, recompute = drops_and_recomputes(U, p, d, n)
@@ -153,3 +155,27 @@ def test_real_scheduler_truncates_before_the_prefix_lookup(U, model, plugin, mam
         r2 = U.create_request(request_id=2, num_tokens=20, do_remote_decode=True)
         fresh.add_request(r2)
         assert fresh.schedule().num_scheduled_tokens[r2.request_id] == 20 - b
+
+@pytest.mark.parametrize('mamba', (False, True))
+def test_truncation_drops_the_hashes_it_invalidates(U, model, plugin, mamba):
+    "With the plugin, Mooncake's P side under lookahead hashes (MTP k = 3 hashes 3 ahead where the release resolves it) keeps `kept_block_hashes`."
+    from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector import MooncakeConnectorScheduler
+    from vllm.v1.request import Request
+    from vllm_pd_spec.audit.harness import resolve_hash_lookahead, vllm_request
+    from vllm_pd_spec.audit.probes_hashes import block_hasher
+    from vllm_pd_spec.config import SpeculativeConfig
+    from vllm_pd_spec.contracts.backoff import prefill_backoff
+    from vllm_pd_spec.contracts.lookahead_hashes import kept_block_hashes, hash_lookahead_tokens
+    if not hasattr(Request, 'truncate_block_hashes'): pytest.skip('this release keeps no lookahead hashes behind a connector')
+    plugin.apply()
+    B, b = 4, prefill_backoff(mamba, K)
+    vc = resolve_hash_lookahead(config(U, model, 'MooncakeConnector', 'kv_producer', True, mamba, block_size=B))
+    L = vc.num_hash_lookahead_tokens
+    assert L == hash_lookahead_tokens(SpeculativeConfig('mtp', K, K), 'MooncakeConnector') == K
+    p = MooncakeConnectorScheduler(vc, 'kv_producer', kv_cache_config(mamba, B))
+    for n in (9, 10, 11, 12, 13, 17, 33):
+        r = vllm_request(n, block_hasher=block_hasher(B, L))
+        p.on_new_request(r)
+        assert n - r.num_prompt_tokens == b, n
+        assert len(r.block_hashes) == kept_block_hashes(n - b, B, L), (n, len(r.block_hashes))
+        assert r.block_hashes == vllm_request(n - b, block_hasher=block_hasher(B, L)).block_hashes   # each a hash of what P holds

@@ -52,6 +52,7 @@ MAPPING = {  # old notebook name -> new (without .ipynb); identity entries are n
     '09c_draft_accounting': '09c_draft_accounting',
     '09d_connector_lookup': '09d_connector_lookup',
     '09k_waiting_queue': '09e_waiting_queue',
+    '09f_lookahead_hashes': '09f_lookahead_hashes',
     # 1x: model
     '21a_corpus': '10_corpus',
     '21_task': '11_task',
@@ -111,6 +112,7 @@ MAPPING = {  # old notebook name -> new (without .ipynb); identity entries are n
     '07d_audit_probes_connectors': '75_audit_probes_connectors',
     '07f_audit_probes_speculator': '76_audit_probes_speculator',
     '09e_audit_probes_beyond': '77_audit_probes_beyond',
+    '77b_audit_probes_hashes': '77b_audit_probes_hashes',
     '08a_vllm_args': '78_vllm_args',
     '08_explain': '79_explain',
     # 8x: CLI

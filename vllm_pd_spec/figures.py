@@ -32,11 +32,12 @@ def _name(arm:str, row:dict)->str: return arm + (' (ours)' if row['ours'] else '
 
 def arms_table(rows:dict, # {arm: row} of one setting (`run_setting`)
               )->str:
-    "A markdown table of one setting: acceptance (vLLM's, drafted only, per position), census, invariant, contract, outputs."
+    "A markdown table of one setting: acceptance (vLLM's, drafted only, per position), census, fix 2's invariant (rows that measured it), contract, outputs."
     return reader_table([{'arm': _name(a, r), 'code': r['label'], "vLLM's mean acceptance length": r['mean_acceptance_length'],
                           'drafted steps only': r['mean_acceptance_length_drafted'], 'per-position acceptance': r['per_position_acceptance'],
                           'tainted entries (requests)': f"{r['tainted_entries']} ({r['requests_tainted']})",
-                          'of which stale re-prefill': r['stale_reprefill_entries'], 'invariant holds': r['invariant'],
+                          'of which stale re-prefill': r['stale_reprefill_entries'],
+                          "fix 2's invariant (0.33.0's backoff, measured)": r['invariant'] if 'split_as_fixed' in r else '—',
                           'census = contract': not r['contract_mismatches'], 'requests ≠ standalone': r['requests_differing']}
                          for a, r in rows.items()], decimals=4, drop_constant=False)
 
@@ -140,14 +141,13 @@ def plot_by_step(summary:list, # `summarize(...)`
 
 def sweep_table(summary:list, # `summarize(...)`
                 model:str, temperature:float)->str:
-    "A markdown table, arms by k: vLLM's mean acceptance length ± 95% CI, the per-request paired difference from standalone, taint."
+    "A markdown table, arms by k: vLLM's mean acceptance length ± the 95% Student-t half-width over requests, the paired difference from standalone (Δ ± its 95% Student-t half-width), taint."
     s = {(r['k'], r['arm']): r for r in summary if r['model'] == model and r['temperature'] == temperature}
     ks, names = sorted({k for k, _ in s}), list(dict.fromkeys(a for _, a in s))
     def cells(a, r):
-        delta = '' if a == 'standalone' else f' ({r["diff"]:+.3f} ± {r["diff_ci"]:.3f})'
-        return {f'k={r["k"]}: acceptance length (Δ vs standalone)': f'{r["mean_acceptance_length"]:.3f} ± {r["ci"]:.3f}{delta}',
-                f'k={r["k"]}: taint': f'{r["tainted_entries"]} in {r["requests_tainted"]} req. ({r["stale_reprefill_entries"]} stale re-prefill; invariant '
-                                      + ('holds' if r['invariant'] else 'fails') + ')' + ('' if r['census_equals_contract'] else ' (≠ contract)')}
+        delta = '' if a == 'standalone' else f' (Δ {r["diff"]:+.3f} ± {r["diff_ci"]:.3f})'
+        return {f'k={r["k"]}: acceptance length ± 95% Student-t half-width (Δ vs standalone, paired per request)': f'{r["mean_acceptance_length"]:.3f} ± {r["ci"]:.3f}{delta}',
+                f'k={r["k"]}: taint': f'{r["tainted_entries"]} in {r["requests_tainted"]} req. ({r["stale_reprefill_entries"]} stale re-prefill)' + ('' if r['census_equals_contract'] else ' (≠ contract)')}
     return reader_table([{'arm': f'{a} ({s[ks[0], a]["label"]})'} | {c: v for k in ks for c, v in cells(a, s[k, a]).items()} for a in names],
                         drop_constant=False)  # an arm of ours says so in its label
 

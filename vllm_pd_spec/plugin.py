@@ -1,4 +1,4 @@
-"""`vllm_pd_spec.plugin`: an opt-in vLLM general plugin that brings the Mooncake and MoRI-IO connectors of vLLM 0.33.0 up to the prefill-backoff contract.
+"""`vllm_pd_spec.plugin`: an opt-in vLLM general plugin that brings the Mooncake and MoRI-IO connectors of vLLM 0.33.0 and 0.34.0 up to the prefill-backoff contract.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/plugin.html.md"""
 
@@ -40,9 +40,10 @@ def _prefill_backoff(self)->int:
 
 @_mark
 def _truncate_request_for_prefill(self, request)->None:
-    "P side: drop the last `_prefill_backoff()` prompt tokens, once, unless the request skips the prefix cache."
-    if request.get_skip_reading_prefix_cache(): return  # D loads nothing for it and recomputes the whole prompt
-    truncate_request_for_prefill(request, self._prefill_backoff())
+    "P side: drop the last `_prefill_backoff()` prompt tokens, once, unless D reads none of its KV; then the hashes past them (0.34.0)."
+    # the contract skips a request whose KV D will not read (prompt logprobs), by the release's own field
+    if truncate_request_for_prefill(request, self._prefill_backoff()) and hasattr(request, 'truncate_block_hashes'):
+        request.truncate_block_hashes(self.kv_cache_config.hash_block_size, self.vllm_config.num_hash_lookahead_tokens)
 
 @_mark
 def _get_remote_prefill_token_count(self, num_prompt_tokens:int)->int:
@@ -54,6 +55,19 @@ def _on_new_request(self, request)->None:
     "Admission hook: a P-side request is truncated here, before the scheduler's prefix-cache lookup."
     params = request.kv_transfer_params
     if params is not None and params.get('do_remote_decode'): self._truncate_request_for_prefill(request)
+
+def _wrapping(hook):
+    "A patch for a hook the connector keeps: `hook` truncates, then the connector's own hook runs without its truncation (0.34.0's Mooncake registers D's leases there)."
+    def wrap(original):
+        @functools.wraps(original)
+        def wrapper(self, request)->None:
+            hook(self, request)
+            self.__dict__['_truncate_mamba_request_for_prefill'] = lambda request: None  # its one-token truncation: ours now
+            try: original(self, request)
+            finally: self.__dict__.pop('_truncate_mamba_request_for_prefill', None)
+        return _mark(wrapper)
+    wrap.wraps_original = True
+    return wrap
 
 # %% ../nbs/71_plugin.ipynb #1b29a130
 def _moriio_mode(self):
@@ -84,6 +98,7 @@ def _moriio_init(original):
             tail_tokens = 1 + extra + self.vllm_config.num_lookahead_tokens
             self._max_decode_tail_blocks = cdiv(tail_tokens, self.block_size)
     return _mark(__init__)
+_moriio_init.wraps_original = True
 
 # %% ../nbs/71_plugin.ipynb #d7833dfa
 _CONN = 'vllm.distributed.kv_transfer.kv_connector.v1.'
@@ -92,7 +107,7 @@ _CONN = 'vllm.distributed.kv_transfer.kv_connector.v1.'
 class ConnectorPatch:
     "One connector scheduler class: what the plugin replaces, and the code it recognises."
     path:str # `module:Class`
-    methods:dict # method name -> replacement (for `__init__`: a function of the original returning the wrapper)
+    methods:dict # method name -> replacement (one marked `wraps_original`: a function of the original returning the wrapper)
     reads:tuple # methods whose source is fingerprinted
     fingerprints:dict=field(default_factory=dict) # vLLM version -> fingerprint of `reads` there
 
@@ -107,16 +122,16 @@ def fingerprint(cls, # the class to fingerprint
 PATCHES = (
     ConnectorPatch(_CONN + 'mooncake.mooncake_connector:MooncakeConnectorScheduler',
                    dict(_prefill_backoff=_prefill_backoff, _truncate_request_for_prefill=_truncate_request_for_prefill,
-                        _get_remote_prefill_token_count=_get_remote_prefill_token_count, on_new_request=_on_new_request),
+                        _get_remote_prefill_token_count=_get_remote_prefill_token_count, on_new_request=_wrapping(_on_new_request)),
                    ('__init__', 'on_new_request', '_truncate_mamba_request_for_prefill', '_get_remote_prefill_token_count',
                     'get_num_new_matched_tokens'),
-                   {'0.33.0': 'f01f06cf0ce0aabd'}),
+                   {'0.33.0': 'f01f06cf0ce0aabd', '0.34.0': '63c9a21721b60d3d'}),
     ConnectorPatch(_CONN + 'moriio.moriio_connector:MoRIIOConnectorScheduler',
                    dict(_prefill_backoff=_prefill_backoff, _truncate_request_for_prefill=_truncate_request_for_prefill,
-                        on_new_request=_moriio_on_new_request, get_num_new_matched_tokens=_moriio_get_num_new_matched_tokens,
+                        on_new_request=_wrapping(_moriio_on_new_request), get_num_new_matched_tokens=_moriio_get_num_new_matched_tokens,
                         __init__=_moriio_init),
                    ('__init__', 'on_new_request', '_truncate_mamba_request_for_prefill', 'get_num_new_matched_tokens'),
-                   {'0.33.0': '78fa61e9f493d039'}),
+                   {'0.33.0': '78fa61e9f493d039', '0.34.0': 'e6689e1cdfe26aa5'}),
 )
 
 # %% ../nbs/71_plugin.ipynb #b004752f
@@ -170,10 +185,12 @@ def apply(patches:tuple|None=None # the patches to apply (default `PATCHES`)
         for name, new in p.methods.items():
             old = cls.__dict__.get(name, _MISSING)
             _applied[(cls, name)] = old
-            if name == '__init__': new = new(old if old is not _MISSING else cls.__init__)
+            if getattr(new, 'wraps_original', False): new = new(old if old is not _MISSING else getattr(cls, name))
             setattr(cls, name, new)
     names = [c.__name__ for c in classes.values()]
-    log.info('vllm-pd-spec plugin: prefill backoff applied to %s (vLLM %s)', ', '.join(names), _vllm_version())
+    if names: log.info('vllm-pd-spec plugin: prefill backoff applied to %s (vLLM %s)', ', '.join(names), _vllm_version())
+    else: log.warning('vllm-pd-spec plugin: nothing to patch in vLLM %s: none of %s could be imported', _vllm_version(),
+                      ', '.join(p.path for p in patches))
     return names
 
 def remove()->None:

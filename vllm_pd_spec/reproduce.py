@@ -13,7 +13,7 @@ __all__ = ['EXPERIMENTS', 'DEFAULT_LABELS', 'FIX_PAGES', 'VERDICTS', 'SEED_DIREC
 import argparse, importlib, inspect, json, sys, time
 from tqdm.auto import tqdm
 from .config import check_output_path
-from .experiments.common import ExperimentResult, check_device, check_transport
+from .experiments.common import ExperimentResult, check_device, check_transport, decides, pm
 from .tables import markdown_table, _cell
 
 # %% ../nbs/81_reproduce.ipynb #ea997606
@@ -71,7 +71,9 @@ FIX_PAGES = {  # fix: (page, the bug in one line, what the seed measured)
 }
 VERDICTS = ('"consequence seen" means the legacy run showed, on the named metric, what a user of that code would see '
             '(lost acceptance or accuracy, other outputs, a dead engine, another request\'s KV overwritten); "invariant held" '
-            'means the fixed run (vLLM 0.33.0) kept the invariant the fix states, in every setting it ran.')
+            'means the fixed run (vLLM 0.33.0) kept the invariant the fix states, in every setting it ran, judged against a reference '
+            'the fix cannot change (a run without a drafter, the release\'s own number written out, the contract applied to what '
+            'the engine did); the exit status reads the same verdict.')
 
 def _setting_rows(r:ExperimentResult)->list:
     "The result's `per_setting` rows, or its headline as one."
@@ -109,33 +111,23 @@ SEED_DIRECTION = {  # fix: the direction the seed's figure moves with the fix on
     2: 'higher', 5: 'higher', 6: 'higher',
 }
 
-def _number(x):
-    "A headline figure as a float (a 'mean ± ci' string by its mean), or None."
-    if isinstance(x, bool) or x is None: return None
-    if isinstance(x, (int, float)): return float(x)
-    try: return float(str(x).split()[0])
-    except ValueError: return None
-
 def direction_reproduced(r:ExperimentResult)->str:
-    "Do our headline legacy and fixed figures move the way the seed's did? 'yes', 'no: ...', or a dash where the seed gives no figure."
+    "Does our headline move the way the seed's did? 'yes' only where the paired 95% interval excludes 0 that way; 'not decided' where it holds 0."
     want = SEED_DIRECTION.get(r.fix)
     if want is None: return '— (the seed gives no figure)'
-    lg, fx = _number(r.legacy), _number(r.fixed)
-    if lg is None or fx is None: return '— (no numeric headline)'
-    if lg == fx: return f'no: equal ({_cell(lg, 3)})'
-    return 'yes' if (fx > lg) == (want == 'higher') else 'no: ours runs the other way'
+    return decides(r.paired, want)
 
 def invariant_verdict(r:ExperimentResult)->str:
-    "The fixed run's verdict on the fix's own invariant: the fixed arm's, where a result judges it per arm (fix 2), else the experiment's check."
-    arm = next((a for a in (r.arms or {}).values() if a.get('label') == r.fixed_label and 'invariant' in a), None)
-    if arm is not None: return 'yes' if arm['invariant'] else "no: drafter KV derived from P's guesses stays on D"
-    return 'yes' if r.invariant_holds else 'NO'
+    "The fixed run's verdict on the fix's invariant: `invariant_holds`, the one check the footer and the exit status read too."
+    return 'yes' if r.invariant_holds else 'no'
 
 def metric_figures(r:ExperimentResult)->str:
-    "The metric with its legacy and fixed figures, and the headline setting's paired difference with its 95% interval where the result has one."
-    d = (r.per_setting[0].get('fixed_minus_legacy') if r.per_setting else None) or {}
-    ci = f" (fixed − legacy {d['mean']:+.3f} ± {d['ci95']:.3f}, paired over {d['n']} requests)" if d else ''
-    return f'{r.metric}: {_cell(r.legacy, 3)} → {_cell(r.fixed, 3)}{ci}'
+    "The metric with its legacy and fixed figures, the headline's paired difference with its ± said, the drafted-steps-only figures where the result has them, and the run."
+    ci = f" (fixed − legacy {pm(r.paired)})" if r.paired else ''
+    d = (r.per_setting[0] if r.per_setting else {})
+    drafted = (f"; drafted steps only: {_cell(d['drafted']['legacy'], 3)} → {_cell(d['drafted']['fixed'], 3)} "
+               f"(fixed − legacy {pm(d['fixed_minus_legacy_drafted'])})") if d.get('drafted') and d.get('fixed_minus_legacy_drafted') else ''
+    return f'{r.metric}: {_cell(r.legacy, 3)} → {_cell(r.fixed, 3)}{ci}{drafted}' + (f'. Run: {r.run}' if r.run else '')
 
 def summary_table(results:list # `ExperimentResult`s
                  )->str:

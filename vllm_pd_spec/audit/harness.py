@@ -6,15 +6,20 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/audit_harness.html.md"""
 
 # %% ../../nbs/70_audit_harness.ipynb #2d0a5468
 from __future__ import annotations
-import ast, importlib, inspect, pkgutil, textwrap
+import ast, contextlib, copy, dataclasses, functools, importlib, inspect, logging, os, pkgutil, tempfile, textwrap, traceback
+import importlib.resources
 from dataclasses import dataclass, asdict
+from pathlib import Path
 from types import SimpleNamespace as NS
 
 # %% auto #0
-__all__ = ['VERDICTS', 'PROBES', 'Finding', 'locate', 'where', 'answer', 'classify', 'missing', 'probe', 'registered_probes',
-           'spec_grid', 'sample_from_anchor', 'our_spec', 'vllm_spec', 'vllm_config', 'show_spec', 'vllm_request',
-           'build', 'call', 'request_state', 'fn_ast', 'safe_source', 'assigned_expr', 'eval_assigned', 'lift_writes',
-           'writes', 'lift_block']
+__all__ = ['VERDICTS', 'PROBES', 'CONNECTOR_NAMES', 'Finding', 'locate', 'where', 'answer', 'raised_at', 'raised', 'classify',
+           'missing', 'probe', 'registered_probes', 'spec_grid', 'sample_from_anchor', 'our_spec', 'field_defaults',
+           'new_with_defaults', 'draft_hf_config', 'vllm_spec', 'vllm_config', 'show_spec', 'vllm_request',
+           'quiet_vllm', 'accepted', 'kv_cache_config', 'tiny_model_config', 'real_vllm_config', 'speculative',
+           'resolve_hash_lookahead', 'connector_name', 'attention_groups', 'connector_scheduler_for', 'build', 'call',
+           'request_state', 'fn_ast', 'safe_source', 'assigned_expr', 'eval_assigned', 'lift_writes', 'writes',
+           'lift_block']
 
 # %% ../../nbs/70_audit_harness.ipynb #5eb7e771
 VERDICTS = ('fixed', 'legacy', 'differs', 'not present', 'error')
@@ -56,27 +61,46 @@ def where(obj, name:str='')->str:
 
 # %% ../../nbs/70_audit_harness.ipynb #88a5367f
 def answer(f, *args):
-    "f(*args), or the string `raises Type: message` when it raises."
+    "f(*args), or the string `raises Type: message` when it raises (for notes: a verdict never reads it)."
     try: return f(*args)
     except Exception as e: return f'raises {type(e).__name__}: {str(e)[:80]}'.strip()
+
+def raised_at(e:BaseException)->str:
+    "Where exception `e` came from: the innermost frame in vLLM's code (`vllm/…/file.py:line in function`), else the last."
+    frames = traceback.extract_tb(e.__traceback__)
+    inside = [f for f in frames if f'{os.sep}vllm{os.sep}' in f.filename] or frames
+    if not inside: return 'no traceback'
+    f = inside[-1]
+    path = f.filename[f.filename.rindex(f'vllm{os.sep}'):] if f'vllm{os.sep}' in f.filename else Path(f.filename).name
+    return f'{path}:{f.lineno} in {f.name}'
+
+def raised(contract:str, location:str, e:BaseException, case:str|None=None, cases:int=0, **kw)->Finding:
+    "The `error` finding for a probe that raised: the exception named, where it came from, and the case it ran."
+    what = f'{type(e).__name__}: {" ".join(str(e).split())[:200]}'
+    note = f'the probe raised{f" on {case}" if case else ""}: {what} (at {raised_at(e)})'
+    kw['note'] = '; '.join(filter(None, [note, kw.get('note', '')]))
+    kw.pop('detail', None)
+    return Finding(contract, location, 'error', cases, None, **kw)
 
 def classify(contract:str, # the row's contract
              location:str, # where in vLLM
              cases, # iterable of cases
-             theirs, # case -> vLLM's answer
-             fixed, # case -> our fixed form's answer (vLLM 0.33.0's behaviour)
-             legacy, # case -> our legacy form's answer (a shipped release's)
+             theirs, # case -> vLLM's answer (an exception it raises makes the row `error`)
+             fixed, # case -> our fixed form's answer (the newest audited release's behaviour)
+             legacy, # case -> our legacy form's answer (the code that had the failure)
              show=repr, # case -> text for the counterexample column
              variants:dict|None=None, # {name: case -> answer}: named forms to report a match with
              **kw # more `Finding` fields (how, note)
             )->Finding:
-    "Run every case through vLLM and both forms; the verdict and the first telling case."
+    "Run every case through vLLM and both forms; the verdict and the first telling case (`error` at the first raise in vLLM)."
     n, vs_fixed, vs_legacy, telling = 0, None, None, None
     variants = dict(variants or {})
     agree = dict.fromkeys(variants, True)
     for c in cases:
         n += 1
-        t, f, l = answer(theirs, c), fixed(c), legacy(c)
+        try: t = theirs(c)
+        except Exception as e: return raised(contract, location, e, show(c), n, **kw)
+        f, l = fixed(c), legacy(c)
         row = f'{show(c)}: vLLM {t!r}, fixed {f!r}, legacy {l!r}'
         if t != f and vs_fixed is None: vs_fixed = row
         if t != l and vs_legacy is None: vs_legacy = row
@@ -141,24 +165,51 @@ def our_spec(case):
     m, k, mods = case[:3]
     return None if m is None else SpeculativeConfig(m, k, mods)
 
-def _set(obj, **kw):
-    for k, v in kw.items(): object.__setattr__(obj, k, v)
+def field_defaults(cls, # a (pydantic) dataclass of vLLM's
+                   factories:bool=False # also call `default_factory`s (configs that build sub-configs)
+                  )->dict:
+    "{field: its declared default} for every field of `cls` that declares one (pydantic `Field(...)` resolved)."
+    out = {}
+    for f in (dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()):
+        d = f.default
+        if d is not dataclasses.MISSING and hasattr(d, 'get_default'):  # pydantic FieldInfo
+            if getattr(d, 'default_factory', None) is not None and not factories: continue
+            d = d.get_default(call_default_factory=True)
+        elif d is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
+            if not factories: continue
+            d = f.default_factory()
+        if d is dataclasses.MISSING or type(d).__name__ == 'PydanticUndefinedType': continue
+        out[f.name] = d
+    return out
+
+def new_with_defaults(cls, **fields):
+    "An instance of `cls` made with `object.__new__`: every field at its declared default, then `fields`."
+    obj = object.__new__(cls)
+    for k, v in {**field_defaults(cls), **fields}.items(): object.__setattr__(obj, k, v)
     return obj
 
+def draft_hf_config(case):
+    "The draft model's `hf_config` for a case: a real `transformers` config through vLLM's `SpeculativeConfig.hf_config_override`."
+    m, k, mods = case[:3]
+    transformers = locate('transformers')
+    if transformers is None:  # only without vLLM (it requires transformers): the same fields, for the fakes of the unit tests
+        return NS(num_nextn_predict_layers=mods, sample_from_anchor=sample_from_anchor(case), model_type='audit')
+    if m == 'mtp':  # a Qwen3-Next target with `mods` MTP layers, rewritten as vLLM rewrites an MTP draft
+        hf = transformers.AutoConfig.for_model('qwen3_next', num_nextn_predict_layers=mods, architectures=['Qwen3NextForCausalLM'])
+    else: hf = transformers.PretrainedConfig(architectures=['LlamaForCausalLM'], sample_from_anchor=sample_from_anchor(case))
+    override = getattr(locate('vllm.config:SpeculativeConfig'), 'hf_config_override', None)
+    return override(hf) if m == 'mtp' and override is not None else hf
+
 def vllm_spec(case):
-    "vLLM's own `SpeculativeConfig` for a case, built without its constructor (None for no speculation)."
+    "vLLM's own `SpeculativeConfig` for a case: its declared defaults, the case's method and k, a real draft `hf_config` (None: no speculation)."
     m, k, mods = case[:3]
     if m is None: return None
     SC = locate('vllm.config:SpeculativeConfig')
-    hf = NS(num_nextn_predict_layers=mods, sample_from_anchor=sample_from_anchor(case), model_type='audit')
-    return _set(object.__new__(SC), method=m, num_speculative_tokens=k, num_speculative_tokens_per_batch_size=None,
-                draft_model_config=NS(hf_config=hf), disable_eagle_block_drop=False,
-                disable_lookahead_block_hashes=False)
+    return new_with_defaults(SC, method=m, num_speculative_tokens=k, draft_model_config=NS(hf_config=draft_hf_config(case)))
 
 def vllm_config(case, **extra):
-    "vLLM's own `VllmConfig` for a case, built without its constructor."
-    VC = locate('vllm.config:VllmConfig')
-    return _set(object.__new__(VC), speculative_config=vllm_spec(case), diffusion_config=None, **extra)
+    "vLLM's own `VllmConfig` for a case, built without its constructor: its plain declared defaults and the case's spec."
+    return new_with_defaults(locate('vllm.config:VllmConfig'), speculative_config=vllm_spec(case), **extra)
 
 def show_spec(case)->str:
     m, k, mods = case[:3]
@@ -177,6 +228,94 @@ def vllm_request(num_prompt_tokens:int, # prompt length
     r.kv_transfer_params = dict(do_remote_decode=True) if do_remote_decode else dict(do_remote_prefill=True)
     return r
 
+@contextlib.contextmanager
+def quiet_vllm():
+    "Silence vLLM's loggers inside the block (the probes build many small objects that log)."
+    lg = logging.getLogger('vllm')
+    old = lg.level
+    lg.setLevel(logging.ERROR)
+    try: yield
+    finally: lg.setLevel(old)
+
+def accepted(fn, **kw)->dict:
+    "The keyword arguments of `kw` that `fn` (a function or class) takes: what the installed release accepts."
+    params = inspect.signature(fn).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()): return kw
+    return {k: v for k, v in kw.items() if k in params}
+
+def kv_cache_config(groups:list, # vLLM `KVCacheGroupSpec`s
+                    num_blocks:int=64, # blocks in the pool
+                    block_size:int|None=None # the hash block size, where the release takes one (default: the first group's)
+                   ):
+    "vLLM's own `KVCacheConfig` for `groups`, with every argument this release's class accepts."
+    I = importlib.import_module('vllm.v1.kv_cache_interface')
+    B = block_size or (groups[0].kv_cache_spec.block_size if groups else 16)
+    return I.KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=groups,
+                           **accepted(I.KVCacheConfig, hash_block_size=B))
+
+@functools.lru_cache(maxsize=None)
+def tiny_model_config(max_model_len:int=256):
+    "vLLM's own `ModelConfig` of the two-layer Llama `config.json` shipped in the package (offline; no weights, no tokenizer)."
+    C = importlib.import_module('vllm.config')
+    os.environ['HF_HUB_OFFLINE'] = '1'
+    d = tempfile.mkdtemp(prefix='vllm-pd-spec-model-')
+    src = importlib.resources.files('vllm_pd_spec') / 'data' / 'audit_model_config.json'
+    Path(d, 'config.json').write_text(src.read_text())
+    return C.ModelConfig(model=d, skip_tokenizer_init=True, dtype='float32', max_model_len=max_model_len)
+
+def real_vllm_config(connector:str|None='NixlConnector', # a registered KV connector's name (None: no connector)
+                     role:str='kv_producer', # its `kv_role`
+                     block_size:int=16, max_model_len:int=256, max_num_batched_tokens:int=256,
+                     extra_config:dict|None=None # `kv_connector_extra_config`
+                    ):
+    "vLLM's own `VllmConfig` from its constructor, on the CPU, for the shipped tiny model and one connector."
+    C = importlib.import_module('vllm.config')
+    kv = None if connector is None else C.KVTransferConfig(kv_connector=connector, kv_role=role,
+                                                           kv_connector_extra_config=dict(extra_config or {}))
+    with quiet_vllm():
+        return C.VllmConfig(model_config=tiny_model_config(max_model_len), device_config=C.DeviceConfig(device='cpu'),
+                            cache_config=C.CacheConfig(block_size=block_size, enable_prefix_caching=True),
+                            scheduler_config=C.SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=8,
+                                                               max_model_len=max_model_len, is_encoder_decoder=False),
+                            kv_transfer_config=kv)
+
+def speculative(vc, case):
+    "A copy of `VllmConfig` `vc` with the case's `vllm_spec` and its hash lookahead resolved again (as vLLM's own test helpers set one)."
+    out = copy.copy(vc)
+    object.__setattr__(out, 'speculative_config', vllm_spec(case))
+    return resolve_hash_lookahead(out)
+
+def resolve_hash_lookahead(vc):
+    "`vc` with `num_hash_lookahead_tokens` resolved from its spec, connector and cache config, where the release resolves it once (0.34.0)."
+    if hasattr(type(vc), '_resolve_num_hash_lookahead_tokens'):
+        object.__setattr__(vc, 'num_hash_lookahead_tokens', vc._resolve_num_hash_lookahead_tokens())
+    return vc
+
+CONNECTOR_NAMES = {'nixl': 'NixlConnector', 'mooncake': 'MooncakeConnector', 'moriio': 'MoRIIOConnector'}  # package -> name
+
+def connector_name(cls)->str:
+    "The registered connector a scheduler class belongs to, from its package (`…kv_connector.v1.nixl.…` -> NixlConnector)."
+    part = cls.__module__.split('kv_connector.v1.')[-1].split('.')[0]
+    name = next((n for p, n in CONNECTOR_NAMES.items() if part.startswith(p)), None)
+    if name is None: raise LookupError(f'{cls.__module__}: not a connector package the audit knows ({", ".join(CONNECTOR_NAMES)})')
+    return name
+
+def attention_groups(block_size:int=16):
+    "One full-attention `KVCacheGroupSpec` over the tiny model's two layers."
+    I, torch = importlib.import_module('vllm.v1.kv_cache_interface'), importlib.import_module('torch')
+    spec = I.FullAttentionSpec(block_size=block_size, num_kv_heads=2, head_size=16, dtype=torch.float32)
+    return [I.KVCacheGroupSpec(['model.layers.0.self_attn.attn', 'model.layers.1.self_attn.attn'], spec)]
+
+def connector_scheduler_for(cls, # a connector scheduler class (`…Scheduler`)
+                            vllm_config, # `real_vllm_config(...)` (possibly through `speculative`)
+                            kv_config=None, # its `KVCacheConfig` (default: `kv_cache_config(attention_groups())`)
+                            engine_id:str='audit-engine'):
+    "A connector scheduler built by its own `__init__` (`(vllm_config, engine_id[, kv_cache_config])`, as the release takes)."
+    kc = kv_config if kv_config is not None else kv_cache_config(attention_groups(vllm_config.cache_config.block_size))
+    with quiet_vllm():
+        if 'kv_cache_config' in inspect.signature(cls.__init__).parameters: return cls(vllm_config, engine_id, kc)
+        return cls(vllm_config, engine_id)
+
 def build(cls, **attrs):
     "An instance of `cls` made with `object.__new__` and only `attrs` set."
     obj = object.__new__(cls)
@@ -191,7 +330,7 @@ def call(obj, name:str, *args, tries:int=12):
         except AttributeError as e:
             miss = getattr(e, 'name', None)
             if getattr(e, 'obj', None) is not obj or not miss or miss in obj.__dict__: raise
-            object.__setattr__(obj, miss, None); obj.__dict__['_audit_filled'].append(miss)
+            object.__setattr__(obj, miss, None); obj.__dict__.setdefault('_audit_filled', []).append(miss)
     return getattr(obj, name)(*args)
 
 def request_state(r)->tuple:

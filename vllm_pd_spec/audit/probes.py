@@ -6,16 +6,16 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/audit_probes.html.md"""
 
 # %% ../../nbs/73_audit_probes.ipynb #f502e742
 from __future__ import annotations
-import contextlib, importlib, inspect, os, traceback
+import contextlib, functools, importlib, inspect, os, traceback
 from types import SimpleNamespace as NS
 from .harness import *
 
 # %% auto #0
-__all__ = ['NIXL_SCHEDULERS', 'P_SIDE_SCHEDULERS', 'D_COUNTS', 'TRUNCATORS', 'P_HOOKS', 'ASSERT_FIRES',
+__all__ = ['NIXL_SCHEDULERS', 'EXTRA_CONFIG', 'P_SIDE_SCHEDULERS', 'D_COUNTS', 'TRUNCATORS', 'P_HOOKS', 'ASSERT_FIRES',
            'probe_prefill_lookahead_property', 'perturbed_config', 'probe_lookahead_consumers', 'eval_consumer',
            'probe_reserve_prefill_lookahead', 'published_hit', 'probe_kv_cache_publication', 'backoff_cases',
-           'show_backoff', 'connector_scheduler', 'p_side_hooks', 'p_side', 'truncating_hook', 'our_p_side',
-           'probe_backoff', 'prefix_cache', 'replay_53514', 'probe_ordering', 'real_scheduler_factory',
+           'show_backoff', 'lookahead_spec', 'connector_scheduler', 'p_side_hooks', 'p_side', 'truncating_hook',
+           'our_p_side', 'probe_backoff', 'prefix_cache', 'replay_53514', 'probe_ordering', 'real_scheduler_factory',
            'replay_53514_scheduler', 'probe_ordering_scheduler']
 
 # %% ../../nbs/73_audit_probes.ipynb #129045d2
@@ -92,21 +92,24 @@ def probe_lookahead_consumers()->list:
          'vllm.v1.worker.gpu.model_runner:GPUModelRunner.__init__', 'num_prefill_lookahead',
          lambda cd: L.runner_prefill_lookahead(fixed_L(cd)), lambda cd: L.legacy_runner_prefill_lookahead(our_spec(cd[0])))]:
         fn = locate(path)
-        expr = None if fn is None else assigned_expr(fn, target)
-        if expr is None:
+        stmts = [] if fn is None else lift_writes(fn, target)
+        if not stmts:
             out.append(missing(name, path.replace(':', ' ') + f' ({target})', note=f'no assignment to {target}'))
             continue
-        reads = 'num_prefill_lookahead_tokens' in expr
-        out.append(classify(name, where(fn), cases, lambda cd, e=expr: eval_consumer(e, cd), fx, lg, show=_show_consumer,
-                            how='by source', note=f'{target} = {expr}' + ('' if reads else ' (derives its own number)')))
+        reads = any('num_prefill_lookahead_tokens' in s for s in stmts)
+        out.append(classify(name, where(fn), cases, lambda cd, s=stmts, t=target: eval_consumer(s, t, cd), fx, lg,
+                            show=_show_consumer, how='by source',
+                            note='; '.join(' '.join(s.split()) for s in stmts) + ('' if reads else ' (derives its own number)')))
     return out
 
-def eval_consumer(expr:str, cd):
-    "Evaluate a consumer's lifted assignment on a (possibly perturbed) config, with the names constructors use."
+def eval_consumer(stmts:list, target:str, cd):
+    "Execute a consumer's lifted statements on a (possibly perturbed) config, with the names constructors use; `target`'s value."
     vc = perturbed_config(*cd)
     k = cd[0][1]
     me = NS(num_speculative_steps=k, num_spec_tokens=k, speculative_config=vc.speculative_config, vllm_config=vc)
-    return eval_assigned(expr, vllm_config=vc, speculative_config=vc.speculative_config, self=me)
+    ns = dict(vllm_config=vc, speculative_config=vc.speculative_config, self=me, max=max, min=min)
+    for s in stmts: exec(s, ns)
+    return getattr(me, target[len('self.'):]) if target.startswith('self.') else ns[target]
 
 def _retention_by_source(name, cases, fixed_L)->Finding:
     "Fallback: the first `extra_retained_tokens = …` in vLLM's KV-cache modules, evaluated."
@@ -185,15 +188,29 @@ def backoff_cases(max_prompt:int=9)->list:
 
 def show_backoff(c)->str: return f'{"Mamba" if c[0] else "no Mamba"}, lookahead {c[1]}, prompt {c[2]}'
 
-def connector_scheduler(cls, has_mamba:bool, lookahead:int, producer:bool=True):
-    "A connector scheduler of class `cls` for one case, built without its constructor."
-    vc = NS(num_prefill_lookahead_tokens=lookahead, speculative_config=None, num_speculative_tokens=0,
-            kv_transfer_config=NS(kv_role='kv_producer' if producer else 'kv_consumer', is_kv_producer=producer,
-                                  is_kv_consumer=not producer, kv_connector_extra_config={}))
-    return build(cls, vllm_config=vc, _has_mamba=has_mamba, _bounded_replay=False, is_producer=producer,
-                 is_kv_producer=producer, is_kv_consumer=not producer, _heartbeat_by_engine={}, _reqs_need_recv={},
-                 _reqs_need_send={}, _reqs_not_processed=set(), _reqs_need_save={}, _reqs_in_batch=set(),
-                 use_host_buffer=False, _is_hma_required=False, block_size=16, kv_role=vc.kv_transfer_config.kv_role)
+def lookahead_spec(lookahead:int)->tuple:
+    "The spec case whose `num_prefill_lookahead_tokens` is `lookahead`: none, one MTP module, or `lookahead` MTP modules."
+    return (None, 0, 1) if lookahead == 0 else ('mtp', lookahead, lookahead)
+
+EXTRA_CONFIG = {'MoRIIOConnector': dict(host_ip='127.0.0.1', handshake_port=6001, notify_port=6002)}  # what its __init__ reads
+
+@functools.lru_cache(maxsize=None)
+def _connector_config(name:str, producer:bool, lookahead:int, read:bool|None, block_size:int):
+    extra = dict(EXTRA_CONFIG.get(name, {}), **({} if read is None else dict(read_mode=read)))
+    vc = speculative(real_vllm_config(name, 'kv_producer' if producer else 'kv_consumer', block_size, extra_config=extra),
+                     lookahead_spec(lookahead))
+    got = getattr(vc, 'num_prefill_lookahead_tokens', lookahead) if isinstance(
+        inspect.getattr_static(type(vc), 'num_prefill_lookahead_tokens', None), property) else lookahead
+    if got != lookahead: raise ValueError(f'{show_spec(lookahead_spec(lookahead))} gives num_prefill_lookahead_tokens {got}, not {lookahead}')
+    return vc
+
+def connector_scheduler(cls, has_mamba:bool, lookahead:int, producer:bool=True, block_size:int=16, **attrs):
+    "A connector scheduler of class `cls` for one case, built by its own constructor; `_has_mamba` (and `attrs`) set on it."
+    mode = attrs.get('mode')
+    vc = _connector_config(connector_name(cls), producer, lookahead, None if mode is None else mode.name == 'READ', block_size)
+    obj = connector_scheduler_for(cls, vc)
+    for k, v in dict(attrs, _has_mamba=has_mamba).items(): object.__setattr__(obj, k, v)
+    return obj
 
 _NIXL = 'vllm.distributed.kv_transfer.kv_connector.v1.nixl.'
 P_SIDE_SCHEDULERS = (_NIXL + 'pull_scheduler:NixlPullConnectorScheduler', _NIXL + 'push_scheduler:NixlPushConnectorScheduler',
@@ -211,7 +228,7 @@ def p_side_hooks(cls, has_mamba:bool, lookahead:int, num_prompt_tokens:int)->tup
         for hook in P_HOOKS:
             if not hasattr(cls, hook): continue
             before = request_state(r)
-            with contextlib.suppress(Exception): call(obj, hook, *((r,) if hook == 'on_new_request' else (r, 0)))
+            call(obj, hook, *((r,) if hook == 'on_new_request' else (r, 0)))
             if request_state(r) != before: truncated_in.add(hook)
     return request_state(r), truncated_in
 
@@ -230,38 +247,44 @@ def our_p_side(truncate, num_prompt_tokens:int, *args)->tuple:
     truncate(r, *args); truncate(r, *args)
     return request_state(r)
 
+def _concrete(cls, candidates)->type:
+    "A class of `candidates` that is `cls` or a subclass of it (the base scheduler is built through a concrete one)."
+    return next((c for c in map(locate, candidates) if c is not None and issubclass(c, cls)), cls)
+
 @probe(fix=2)
 def probe_backoff()->list:
     "Fix 2: the NIXL connector scheduler's backoff, D-side count and P-side truncation."
     from vllm_pd_spec.contracts import backoff
     cls = next((c for c in map(locate, NIXL_SCHEDULERS) if c is not None), None)
     if cls is None: return [missing('2. backoff: NIXL connector scheduler', *NIXL_SCHEDULERS)]
+    run = _concrete(cls, P_SIDE_SCHEDULERS)  # the methods are the base class's; its object is a concrete scheduler's
     cases, out = backoff_cases(), []
     fb = lambda c: backoff.prefill_backoff(c[0], c[1])
     name = '2. backoff: _prefill_backoff'
     if hasattr(cls, '_prefill_backoff'):
         out.append(classify(name, where(getattr(cls, '_prefill_backoff')), cases,
-                            lambda c: call(connector_scheduler(cls, c[0], c[1]), '_prefill_backoff'),
+                            lambda c: call(connector_scheduler(run, c[0], c[1]), '_prefill_backoff'),
                             fb, lambda c: backoff.legacy_prefill_backoff(c[0], c[1]), show=show_backoff))
     else: out.append(missing(name, where(cls, cls.__qualname__ + '._prefill_backoff'),
                              note='no backoff method: the connector cannot know the lookahead'))
     d = next((m for m in D_COUNTS if hasattr(cls, m)), None)
     name = '2. backoff: D-side remote prefill token count'
     if d: out.append(classify(name, where(getattr(cls, d)), cases,
-                              lambda c: call(connector_scheduler(cls, c[0], c[1], producer=False), d, c[2]),
+                              lambda c: call(connector_scheduler(run, c[0], c[1], producer=False), d, c[2]),
                               lambda c: backoff.remote_prefill_token_count(c[2], fb(c)),
                               lambda c: backoff.legacy_remote_prefill_token_count(c[2], c[0]), show=show_backoff))
     else: out.append(missing(name, *(where(cls, f'{cls.__qualname__}.{m}') for m in D_COUNTS)))
     name = '2. backoff: P-side truncation (twice, on vllm.v1.request.Request)'
     pcls = next((c for c in map(locate, P_SIDE_SCHEDULERS) if c is not None), cls)
     t = next((m for m in TRUNCATORS if hasattr(pcls, m)), None)
-    if t: out.append(classify(name, where(getattr(pcls, t)), cases, lambda c: p_side(pcls, *c),
-                              lambda c: our_p_side(backoff.truncate_request_for_prefill, c[2], fb(c)),
-                              lambda c: our_p_side(backoff.legacy_truncate_request_for_prefill, c[2], c[0]),
-                              show=show_backoff,
-                              note=f'through {pcls.__name__}\'s P-side hooks; truncates in: {truncating_hook(pcls, cases)}; '
-                                   'state: (prompt ids, num_prompt_tokens, all ids, max_tokens, _p_side_truncated)'))
-    else: out.append(missing(name, *(where(cls, f'{cls.__qualname__}.{m}') for m in TRUNCATORS)))
+    if not t: out.append(missing(name, *(where(cls, f'{cls.__qualname__}.{m}') for m in TRUNCATORS))); return out
+    row = classify(name, where(getattr(pcls, t)), cases, lambda c: p_side(pcls, *c),
+                   lambda c: our_p_side(backoff.truncate_request_for_prefill, c[2], fb(c)),
+                   lambda c: our_p_side(backoff.legacy_truncate_request_for_prefill, c[2], c[0]), show=show_backoff,
+                   note=f"through {pcls.__name__}'s P-side hooks; "
+                        'state: (prompt ids, num_prompt_tokens, all ids, max_tokens, _p_side_truncated)')
+    if row.verdict != 'error': row.note = f'truncates in: {truncating_hook(pcls, cases)}; ' + row.note
+    out.append(row)
     return out
 
 # %% ../../nbs/73_audit_probes.ipynb #0cc67e4b
@@ -283,12 +306,10 @@ def prefix_cache(block_size:int=4, # tokens per block
     ku = importlib.import_module('vllm.v1.core.kv_cache_utils')
     hash_fn = locate('vllm.utils.hashing:sha256') or locate('vllm.utils:sha256')
     ku.init_none_hash(hash_fn)
-    cfg = I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=[I.KVCacheGroupSpec(
+    cfg = kv_cache_config([I.KVCacheGroupSpec(
         ['layer.0'], I.FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=8, dtype=torch.float16))])
-    params = inspect.signature(KVM).parameters
-    kw = dict(max_model_len=256, enable_caching=True)
-    if 'scheduler_block_size' in params: kw.update(scheduler_block_size=block_size, hash_block_size=block_size)
-    if 'num_prefill_lookahead' in params: kw.update(num_prefill_lookahead=num_prefill_lookahead)
+    kw = accepted(KVM, max_model_len=256, enable_caching=True, scheduler_block_size=block_size, hash_block_size=block_size,
+                  num_prefill_lookahead=num_prefill_lookahead)
     return KVM(cfg, **kw), ku.get_request_block_hasher(block_size, hash_fn)
 
 def replay_53514(cls, # a NIXL connector scheduler class
@@ -303,7 +324,7 @@ def replay_53514(cls, # a NIXL connector scheduler class
         mgr.allocate_slots(first, h)
         first.num_computed_tokens = h
         mgr.free(first)
-    conn = connector_scheduler(cls, has_mamba=True, lookahead=1)
+    conn = connector_scheduler(cls, has_mamba=True, lookahead=1, block_size=block_size)
     r = vllm_request(N, block_hasher=hasher, rid='p')
     if _scheduler_calls_on_new_request() and hasattr(cls, 'on_new_request'): call(conn, 'on_new_request', r)
     num_computed = mgr.get_computed_blocks(r)[1]
@@ -335,28 +356,13 @@ def probe_ordering()->list:
 # %% ../../nbs/73_audit_probes.ipynb #cf52dd84
 def real_scheduler_factory(block_size:int=16):
     "A function making a fresh vLLM `Scheduler` with its NIXL connector (P side), or raising why it can't."
-    import tempfile, shutil, importlib.resources
-    torch = importlib.import_module('torch')
-    C = importlib.import_module('vllm.config')
-    I = importlib.import_module('vllm.v1.kv_cache_interface')
     Scheduler = locate('vllm.v1.core.sched.scheduler:Scheduler')
     SOM = locate('vllm.v1.structured_output:StructuredOutputManager')
-    os.environ['HF_HUB_OFFLINE'] = '1'
-    d = tempfile.mkdtemp(prefix='vllm-pd-spec-model-')
-    src = importlib.resources.files('vllm_pd_spec') / 'data' / 'audit_model_config.json'
-    importlib.import_module('pathlib').Path(d, 'config.json').write_text(src.read_text())
-    mc = C.ModelConfig(model=d, skip_tokenizer_init=True, dtype='float32', max_model_len=256)
+    real_vllm_config('NixlConnector', 'kv_producer', block_size)  # raises here, once, when no VllmConfig can be built
     def make():
-        vc = C.VllmConfig(model_config=mc, device_config=C.DeviceConfig(device='cpu'),
-                          cache_config=C.CacheConfig(block_size=block_size, enable_prefix_caching=True),
-                          scheduler_config=C.SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=8, max_model_len=256,
-                                                             is_encoder_decoder=False),
-                          kv_transfer_config=C.KVTransferConfig(kv_connector='NixlConnector', kv_role='kv_producer'))
+        vc = real_vllm_config('NixlConnector', 'kv_producer', block_size)
         vc.cache_config.num_gpu_blocks = 64
-        spec = I.FullAttentionSpec(block_size=block_size, num_kv_heads=2, head_size=16, dtype=torch.float32)
-        kc = I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=[I.KVCacheGroupSpec(
-            ['model.layers.0.self_attn.attn', 'model.layers.1.self_attn.attn'], spec)])
-        s = Scheduler(vc, kc, SOM(vc), block_size=block_size)
+        with quiet_vllm(): s = Scheduler(vc, kv_cache_config(attention_groups(block_size)), SOM(vc), block_size=block_size)
         s.connector.connector_scheduler._has_mamba = True
         return s
     return make
@@ -379,7 +385,8 @@ def replay_53514_scheduler(make, # from `real_scheduler_factory`
     try: out = s.schedule()
     except AssertionError as e:
         line = traceback.extract_tb(e.__traceback__)[-1].line or ''
-        return ASSERT_FIRES if 'num_new_tokens > 0' in line else f'raises AssertionError: {line}'
+        if 'num_new_tokens > 0' in line: return ASSERT_FIRES
+        raise  # any other assertion is not the one this replay is about: the row says where it came from
     return out.num_scheduled_tokens.get('p', 'not scheduled')
 
 @probe(fix=3)

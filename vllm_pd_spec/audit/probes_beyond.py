@@ -7,23 +7,29 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/audit_probes_beyond.html.md"""
 # %% ../../nbs/77_audit_probes_beyond.ipynb #82f3816f
 # Over 400 lines: four probes, one per contract beyond the six, each locating and running its upstream code.
 from __future__ import annotations
-import ast, contextlib, dataclasses, functools, importlib, importlib.resources, inspect, json, logging, textwrap, typing
+import ast, contextlib, copy, dataclasses, functools, importlib, importlib.resources, inspect, json, logging, textwrap, typing
 from pathlib import Path
 from types import SimpleNamespace as NS
 from ..config import cdiv
-from .harness import Finding, classify, locate, where, missing, answer, build, call, vllm_spec, probe
+from .harness import (Finding, classify, locate, where, missing, answer, build, call, vllm_spec, probe,
+    quiet_vllm, accepted, kv_cache_config, real_vllm_config, speculative, attention_groups, field_defaults, resolve_hash_lookahead,
+    assigned_expr, eval_assigned)
+from .probes import EXTRA_CONFIG
 
 # %% auto #0
-__all__ = ['PROBE_BLOCK', 'NIXL_BASE', 'MORIIO_SCHEDULER', 'MOONCAKE_STORE', 'OFFLOADING_SCHEDULER', 'WAITING_BLOCK', 'fn_source',
-           'assignments', 'assigned_predicates', 'guard_of_call', 'keyword_of_call', 'quiet_vllm', 'place',
-           'vllm_group_specs', 'scheduler_drop_predicate', 'probe_layouts', 'annotated_groups', 'coordinator_drop_ids',
-           'offloading_drop_ids', 'store_drop_ids', 'probe_draft_group_consumers', 'matches', 'transfer_source',
-           'probe_transfer_groups', 'probe_draft_groups', 'supported_mamba_modes', 'slot_cases', 'slot_config',
-           'nixl_clip', 'moriio_split', 'probe_state_slots', 'count_cases', 'probe_mooncake_count',
-           'probe_mooncake_save', 'probe_mooncake_load_mask', 'probe_offloading_count', 'probe_draft_accounting',
-           'lookup_cases', 'replay_lookup', 'scheduler_reconciles_empty_loads', 'probe_lookup_zero_external',
-           'probe_lookup_gate', 'probe_drop_predicate', 'probe_checkpoint', 'probe_connector_lookup',
-           'waiting_case_forms', 'waiting_scheduler_factory', 'replay_waiting', 'waiting_cases', 'probe_waiting_queue']
+__all__ = ['PROBE_BLOCK', 'CONNECTOR_EXTRA', 'DRAFT_GROUP_DEPLOYMENTS', 'NIXL_BASE', 'MORIIO_SCHEDULER', 'MOONCAKE_STORE',
+           'OFFLOADING_SCHEDULER', 'CHECKPOINT_CONNECTORS', 'WAITING_BLOCK', 'fn_source', 'assignments',
+           'assigned_predicates', 'guard_of_call', 'keyword_of_call', 'place', 'vllm_group_specs',
+           'scheduler_drop_predicate', 'kv_transfer_fields', 'deployment', 'hash_lookahead_code',
+           'scheduler_protection', 'probe_layouts', 'annotated_groups', 'case_lookahead', 'coordinator_drop_ids',
+           'offloading_lookahead_gate', 'offloading_drop_ids', 'store_drop_ids', 'probe_draft_group_consumers',
+           'matches', 'transfer_source', 'probe_transfer_groups', 'probe_draft_groups', 'supported_mamba_modes',
+           'slot_cases', 'slot_config', 'nixl_clip', 'moriio_split', 'probe_state_slots', 'count_cases',
+           'probe_mooncake_count', 'probe_mooncake_save', 'probe_mooncake_load_mask', 'probe_offloading_count',
+           'probe_draft_accounting', 'lookup_cases', 'replay_lookup', 'scheduler_reconciles_empty_loads',
+           'probe_lookup_zero_external', 'probe_lookup_gate', 'probe_drop_predicate', 'checkpoint_cases',
+           'vllm_checkpoint', 'probe_checkpoint', 'probe_connector_lookup', 'waiting_case_forms',
+           'waiting_scheduler_factory', 'replay_waiting', 'waiting_cases', 'probe_waiting_queue']
 
 # %% ../../nbs/77_audit_probes_beyond.ipynb #052139ee
 def fn_source(fn)->str:
@@ -73,15 +79,6 @@ def keyword_of_call(fn, callee:str, keyword:str)->str|None:
                 if kw.arg == keyword: return ast.unparse(kw.value)
     return None
 
-@contextlib.contextmanager
-def quiet_vllm():
-    "Silence vLLM's loggers inside the block (the probes build many small objects that log)."
-    lg = logging.getLogger('vllm')
-    old = lg.level
-    lg.setLevel(logging.ERROR)
-    try: yield
-    finally: lg.setLevel(old)
-
 def place(obj, name:str='')->str:
     "`where`, for classmethods and staticmethods too."
     return where(obj.__func__ if isinstance(obj, (classmethod, staticmethod)) else obj, name)
@@ -125,6 +122,60 @@ def scheduler_drop_predicate():
         return bool(sc is not None and eval(expr, {}, {'speculative_config': sc}))
     return pred, f'KVCacheManager(use_eagle={target}), {target} = {expr}'
 
+# %% ../../nbs/77_audit_probes_beyond.ipynb #024aa1b4
+CONNECTOR_EXTRA = {**EXTRA_CONFIG, 'OffloadingConnector': dict(cpu_bytes_to_use=1 << 26)}  # what a scheduler half reads on a CPU
+
+def kv_transfer_fields(connector, # a connector name, or `('MultiConnector', child, ...)` (see `lookahead_hashes.check_connector`)
+                       role:str='kv_both' # its `kv_role`
+                      )->dict:
+    "The `KVTransferConfig` fields for a connector as the contract names it (a MultiConnector's children under `connectors`)."
+    name, children = (connector, ()) if isinstance(connector, str) else (connector[0], connector[1:])
+    extra = dict(CONNECTOR_EXTRA.get(name, {}))
+    if name == 'MultiConnector': extra['connectors'] = [kv_transfer_fields(c, role) for c in children]
+    return dict(kv_connector=name, kv_role=role, kv_connector_extra_config=extra)
+
+@functools.lru_cache(maxsize=1)
+def _base_config(): return real_vllm_config(None)
+
+def deployment(case, # a `spec_grid` case
+               connector=None, # None, a connector name or a MultiConnector tuple
+               prefix_caching:bool=True, # `enable_prefix_caching`
+               disable:bool=False, # `disable_lookahead_block_hashes` (where the release has it)
+               disable_drop:bool=False # `disable_eagle_block_drop` (where the release has it)
+              ):
+    "vLLM's own `VllmConfig` for a deployment, its hash lookahead resolved as the release resolves it."
+    C = importlib.import_module('vllm.config')
+    vc, sc = copy.copy(_base_config()), vllm_spec(case)
+    if sc is not None:
+        fields = field_defaults(type(sc))
+        for f, v in (('disable_lookahead_block_hashes', disable), ('disable_eagle_block_drop', disable_drop)):
+            if f in fields: object.__setattr__(sc, f, v)
+    cc = copy.copy(vc.cache_config)
+    object.__setattr__(cc, 'enable_prefix_caching', prefix_caching)
+    kv = None if connector is None else C.KVTransferConfig(**kv_transfer_fields(connector))
+    for f, v in (('cache_config', cc), ('speculative_config', sc), ('kv_transfer_config', kv)): object.__setattr__(vc, f, v)
+    return resolve_hash_lookahead(vc)
+
+def hash_lookahead_code():
+    "`(config -> L, where)`: how this release computes the hash lookahead; None where it has no lookahead block hashes."
+    VC = locate('vllm.config:VllmConfig')
+    if VC is None: return None
+    fn = inspect.getattr_static(VC, '_resolve_num_hash_lookahead_tokens', None)
+    if fn is not None: return (lambda vc: vc._resolve_num_hash_lookahead_tokens()), place(fn)
+    prop = inspect.getattr_static(VC, 'num_hash_lookahead_tokens', None)
+    if isinstance(prop, property): return (lambda vc: vc.num_hash_lookahead_tokens), place(prop, 'VllmConfig.num_hash_lookahead_tokens')
+    return None
+
+@functools.lru_cache(maxsize=None)
+def scheduler_protection(case, connector=None, prefix_caching:bool=True, disable:bool=False, disable_drop:bool=False)->tuple:
+    "`(L, drop)` that vLLM's own `Scheduler`, built for the deployment, hands its KV cache manager (`L` 0 where the release has none)."
+    S, SOM = locate('vllm.v1.core.sched.scheduler:Scheduler'), locate('vllm.v1.structured_output:StructuredOutputManager')
+    flag = keyword_of_call(S.__init__, 'KVCacheManager', 'use_eagle')   # `self.use_eagle_block_drop`; 0.27.1: `self.use_eagle`
+    vc = deployment(case, connector, prefix_caching, disable, disable_drop)
+    vc.cache_config.num_gpu_blocks = 64
+    with quiet_vllm(): s = S(vc, kv_cache_config(attention_groups(16), 64), SOM(vc), block_size=16)
+    return int(getattr(s, 'num_hash_lookahead_tokens', 0) or 0), bool(getattr(s, flag.split('.', 1)[1]))
+
 # %% ../../nbs/77_audit_probes_beyond.ipynb #66dffb84
 def probe_layouts()->dict:
     "Named group layouts the draft-group probes run (each with a full-attention target group first)."
@@ -163,47 +214,81 @@ def _cases():
     from vllm_pd_spec.config import METHODS
     return [(name, m) for name in probe_layouts() for m in (None,) + METHODS]
 
-def _show(c): return f'{c[0]}, {c[1] or "no spec"}'
+def _show_deployment(d)->str:
+    conn, disable = d
+    return (conn or 'no connector') + (' with disable_lookahead_block_hashes' if disable else '')
+
+def _show(c): return f'{c[0]}, {c[1] or "no spec"}' + (f', {_show_deployment(c[2:4])}' if len(c) > 2 and c[2] else '')
 
 def _ids(s)->tuple: return tuple(sorted(s))
 
 # %% ../../nbs/77_audit_probes_beyond.ipynb #dba740a1
+DRAFT_GROUP_DEPLOYMENTS = {  # consumer -> (connector, disable_lookahead_block_hashes) its cases run behind
+    'kv_coordinator': ((None, False), ('NixlConnector', False), ('MoRIIOConnector', False)),
+    'offloading': (('OffloadingConnector', False), ('OffloadingConnector', True)),
+    'mooncake_store': (('MooncakeStoreConnector', False), ('MooncakeStoreConnector', True))}
+
+def _spec_case(m): return (m, 2, 2)   # the method's spec in these rows: k = 2, two MTP modules
+
+@functools.lru_cache(maxsize=None)
+def _lookahead(m, conn, disable:bool)->int:
+    code = hash_lookahead_code()
+    return 0 if code is None else int(code[0](deployment(_spec_case(m), conn, disable=disable)))
+
+def case_lookahead(case)->int:
+    "`L` vLLM resolves for a draft-group case `(layout, method, connector, disable)` (0 where the release has no lookahead block hashes)."
+    return _lookahead(*case[1:4])
+
 def coordinator_drop_ids(case, pred)->tuple:
-    "Run vLLM's `KVCacheManager` on the annotated layout: the groups its coordinator gives the last-block drop."
-    I = importlib.import_module('vllm.v1.kv_cache_interface')
+    "Run vLLM's `KVCacheManager` on the annotated layout with the scheduler's `use_eagle` and `L`: the groups its coordinator drops."
     KVM = locate('vllm.v1.core.kv_cache_manager:KVCacheManager')
-    name, m = case
+    name, m, conn, disable = case
     groups = annotated_groups(probe_layouts()[name], m)
+    L, drop = scheduler_protection(_spec_case(m), conn, disable=disable)
     with quiet_vllm():
-        mgr = KVM(I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=groups), max_model_len=256,
-                  scheduler_block_size=PROBE_BLOCK, hash_block_size=PROBE_BLOCK, use_eagle=pred(m))
+        mgr = KVM(kv_cache_config(groups, block_size=PROBE_BLOCK), max_model_len=256, scheduler_block_size=PROBE_BLOCK,
+                  hash_block_size=PROBE_BLOCK, use_eagle=drop, **accepted(KVM, num_hash_lookahead_tokens=L))
     c = mgr.coordinator
     return _ids(getattr(c, 'drop_eagle_group_ids', c.eagle_group_ids))
 
+@functools.lru_cache(maxsize=1)
+def _offloading_gate()->str|None:
+    "By source: the offloading scheduler's `use_lookahead_block_hashes` expression, where its drop reads it; else None."
+    cls = locate(OFFLOADING_SCHEDULER)
+    expr = assigned_expr(cls.__init__, 'self.use_lookahead_block_hashes') if cls is not None else None
+    return expr if expr and 'is_eagle_group and not self.use_lookahead_block_hashes' in fn_source(cls) else None
+
+def offloading_lookahead_gate(L:int)->bool:
+    "By source: the offloading scheduler skips its drop under lookahead hashes (`is_eagle_group and not self.use_lookahead_block_hashes`)."
+    expr = _offloading_gate()
+    return expr is not None and bool(eval_assigned(expr, vllm_config=NS(num_hash_lookahead_tokens=L)))
+
 def offloading_drop_ids(case, pred)->tuple:
-    "Run vLLM's `SchedulerOffloadConfig.from_spec` on the annotated layout: its groups flagged as draft groups."
-    I = importlib.import_module('vllm.v1.kv_cache_interface')
+    "Run vLLM's `SchedulerOffloadConfig.from_spec` on the annotated layout: its flagged groups, unless its lookahead gate skips the drop."
     SOC = locate('vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler:SchedulerOffloadConfig')
-    name, m = case
+    name, m = case[:2]
     groups = annotated_groups(probe_layouts()[name], m)
     B = PROBE_BLOCK
     spec = NS(config=NS(groups=[NS(group_id=i, tokens_per_block=B,
                                    sliding_window_size_in_chunks=2 if g.kind == 'sliding_window' else None)
                                 for i, g in enumerate(probe_layouts()[name])]),
-              blocks_per_chunk=1, tokens_per_block=[B] * len(groups), tokens_per_hash=B, offload_prompt_only=False,
+              blocks_per_chunk=1, tokens_per_block=[B] * len(groups), tokens_per_hash=B, hash_block_size=B, offload_prompt_only=False,
               extra_config={}, block_size_factor=1, offloaded_block_size=B, gpu_block_size=(B,) * len(groups))
-    vc = NS(speculative_config=vllm_spec((m, 2, 2)), cache_config=NS(prefix_cache_retention_interval=None),
+    vc = NS(speculative_config=vllm_spec(_spec_case(m)), cache_config=NS(prefix_cache_retention_interval=None),
             parallel_config=NS(decode_context_parallel_size=1, world_size=1))
+    kcc = kv_cache_config(groups, block_size=B)
+    spec.kv_cache_config, spec.vllm_config = kcc, vc   # 0.25.0's `from_spec(spec)` reads them from the spec; later ones take them
     with quiet_vllm():
-        cfg = SOC.from_spec(spec, vc, I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=groups))
+        cfg = SOC.from_spec(spec, **accepted(SOC.from_spec, vllm_config=vc, kv_cache_config=kcc))
+    if offloading_lookahead_gate(case_lookahead(case)): return ()
     return _ids(g.group_idx for g in cfg.kv_group_configs if g.is_eagle_group)
 
 def store_drop_ids(case, pred)->tuple:
-    "Run vLLM's `MooncakeStoreCoordinator` on the annotated layout: the groups it gives the drop."
+    "Run vLLM's `MooncakeStoreCoordinator` on the annotated layout, with the store's `use_eagle` and the deployment's `L`: the groups it drops."
     C = locate('vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store.coordinator:MooncakeStoreCoordinator')
-    name, m = case
+    name, m = case[:2]
     groups = annotated_groups(probe_layouts()[name], m)
-    with quiet_vllm(): c = C(groups, PROBE_BLOCK, PROBE_BLOCK, use_eagle=pred(m))
+    with quiet_vllm(): c = C(groups, PROBE_BLOCK, PROBE_BLOCK, use_eagle=pred(m), **accepted(C, num_hash_lookahead_tokens=case_lookahead(case)))
     return _ids(c.eagle_group_ids)
 
 # %% ../../nbs/77_audit_probes_beyond.ipynb #caac54c8
@@ -214,7 +299,7 @@ def probe_draft_group_consumers()->list:
     name0 = '7. draft groups'
     if pred is None: return [missing(f'{name0}: drop predicate', 'vllm/v1/core/sched/scheduler.py:Scheduler.__init__', note=pnote)]
     layouts, out = probe_layouts(), []
-    fx = lambda c: _ids(draft_groups.drop_group_ids(layouts[c[0]], c[1]))
+    fx = lambda c: _ids(draft_groups.drop_group_ids(layouts[c[0]], c[1], case_lookahead(c)))
     lg = lambda c: _ids(draft_groups.legacy_drop_group_ids(layouts[c[0]], c[1]))
     v033 = {'kv_coordinator': draft_groups.coordinator_drop_group_ids_0330, 'offloading': draft_groups.annotated_group_ids_0330,
             'mooncake_store': draft_groups.coordinator_drop_group_ids_0330}
@@ -229,11 +314,13 @@ def probe_draft_group_consumers()->list:
         name = f'{name0}: {label}'
         if obj is None: out.append(missing(name, path.replace(':', ' '))); continue
         theirs = lambda c, run=run: run(c, pred)
-        cases = _cases()
-        forms = {'fixed': fx, 'legacy (0.27.1)': lg,
-                 f'{v033[consumer].__name__}': lambda c, f=v033[consumer]: _ids(f(layouts[c[0]], c[1]))}
+        cases = [c + d for c in _cases() for d in DRAFT_GROUP_DEPLOYMENTS[consumer]]
+        forms = {'fixed': fx, 'legacy (0.27.1)': lg, f'{v033[consumer].__name__}': lambda c, consumer=consumer: _ids(
+                 draft_groups.consumer_drop_group_ids(layouts[c[0]], c[1], consumer, '0.33.0', case_lookahead(c)))}
+        lookahead = sorted({case_lookahead(c) for c in cases})
         out.append(classify(name, place(obj), cases, theirs, fx, lg, show=_show,
-                            note=f'planner annotation and consumer ran; {pnote}; {matches(theirs, cases, forms)}'))
+                            note=f'planner annotation and consumer ran; {pnote}; behind {", ".join(_show_deployment(d) for d in DRAFT_GROUP_DEPLOYMENTS[consumer])}'
+                                 f' (hash lookahead {"/".join(map(str, lookahead))} as vLLM resolves it); {matches(theirs, cases, forms)}'))
     return out
 
 def matches(theirs, cases, forms:dict)->str:
@@ -249,7 +336,7 @@ def transfer_source(case)->str:
     name, p_runs = case
     layout = probe_layouts()[name]
     _, groups = vllm_group_specs(layout)
-    sent = set(I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=groups).transfer_group_ids)
+    sent = set(kv_cache_config(groups, block_size=PROBE_BLOCK).transfer_group_ids)
     draft = draft_groups.draft_group_ids(layout)
     if not draft: return 'not needed'
     return 'transferred' if p_runs and draft <= sent else 'missing'
@@ -306,8 +393,7 @@ def slot_config(num_tokens:int, block_size:int, k:int, mode:str):
     fa = I.FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=8, dtype=torch.float16)
     ma = I.MambaSpec(block_size=block_size, shapes=((2,),), dtypes=(torch.float16,), mamba_cache_mode=mode,
                      num_speculative_blocks=k)
-    return I.KVCacheConfig(num_blocks=4096, kv_cache_tensors=[],
-                           kv_cache_groups=[I.KVCacheGroupSpec(['attn.0'], fa), I.KVCacheGroupSpec(['mamba.0'], ma)])
+    return kv_cache_config([I.KVCacheGroupSpec(['attn.0'], fa), I.KVCacheGroupSpec(['mamba.0'], ma)], 4096, block_size)
 
 # %% ../../nbs/77_audit_probes_beyond.ipynb #06c474fd
 def nixl_clip(cls, c, side:str)->list:
@@ -401,7 +487,8 @@ def probe_mooncake_save()->list:
     cases = [(t, h) for t in range(0, 41) for h in range(1, 11)]   # no hashes at all: the worker saves nothing
     def theirs(c):
         tr = RT(req_id='r', token_len=c[0], allocated_block_ids=([],), num_saved_tokens=0)
-        meta = RM.from_request_tracker(tr, B, block_hashes=[bytes([i]) * 8 for i in range(c[1])])
+        meta = RM.from_request_tracker(tr, B, **accepted(RM.from_request_tracker, hash_block_size=B,
+                                                         block_hashes=[bytes([i]) * 8 for i in range(c[1])]))
         return 0 if meta is None or not meta.can_save else meta.token_len_chunk // B
     return [classify(name, place(RM.from_request_tracker, 'ReqMeta.from_request_tracker'), cases, theirs,
                      lambda c: draft_accounting.storable_blocks(c[0], B, c[1]), lambda c: draft_accounting.legacy_storable_blocks(c[0], B, c[1]),
@@ -424,7 +511,7 @@ def probe_mooncake_load_mask()->list:
         n, drop = c
         coord = C(groups, B, B, use_eagle=drop)
         hashes = [bytes([i]) * 8 for i in range(n)]
-        _, hit = coord.find_longest_cache_hit(hashes, n * B, Pool(B), apply_eagle=True)
+        _, hit = coord.find_longest_cache_hit(hashes, n * B, Pool(**accepted(Pool, hash_block_size=B)), apply_eagle=True)
         return hit // B, sum(coord.load_mask(hashes, hit)[0])
     both = lambda load: lambda c: (draft_accounting.lookup_hit_blocks(*c), load(draft_accounting.lookup_hit_blocks(*c), c[1]))
     return [classify(name, place(C.load_mask, 'MooncakeStoreCoordinator.load_mask'), [(n, d) for n in range(0, 12) for d in (False, True)],
@@ -473,7 +560,7 @@ def replay_lookup(case)->tuple:
     steps, n2, drop = case
     _, groups = vllm_group_specs([CacheGroup('full_attention', 2), CacheGroup('mamba', 2)], num_speculative_blocks=1)
     with quiet_vllm():
-        mgr = KVM(I.KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=groups), max_model_len=256,
+        mgr = KVM(kv_cache_config(groups, block_size=PROBE_BLOCK), max_model_len=256,
                   scheduler_block_size=PROBE_BLOCK, hash_block_size=PROBE_BLOCK, use_eagle=drop)
         mk = lambda n, rid: Req(rid, list(range(100, 100 + n)), SP(max_tokens=8), None, block_hasher=hasher)
         r, done = mk(steps[-1], 'first'), 0
@@ -552,20 +639,42 @@ def probe_drop_predicate()->list:
                      lambda c: connector_lookup.legacy_needs_block_drop(c[0]), show=lambda c: f'{c[0] or "no spec"} k={c[1]}',
                      how='by source', note=note)]
 
-def probe_checkpoint()->list:
-    "Connector lookup: where the prefill leaves its Mamba state, the next turn's hit (0.33.0's function, ran)."
-    from vllm_pd_spec.contracts import connector_lookup
+CHECKPOINT_CONNECTORS = (None, 'NixlConnector', 'MoRIIOConnector')   # none, one that hashes ahead (0.34.0), one that keeps the drop
+
+def checkpoint_cases()->list:
+    "(prompt, block size, method, connector) cases for the next turn's hit."
     from vllm_pd_spec.config import METHODS
+    return [(p, 16, m, conn) for conn in CHECKPOINT_CONNECTORS for m in (None,) + METHODS
+            for p in (1, 15, 16, 17, 20, 31, 32, 33, 50, 64, 65)]
+
+def vllm_checkpoint(fn, case)->int:
+    "vLLM's checkpoint for a case, with the drop and the hash lookahead its `Scheduler` gets for the method and connector."
+    p, B, m, conn = case
+    L, drop = scheduler_protection(_spec_case(m), conn)
+    return fn(p, B, drop, **accepted(fn, num_hash_lookahead_tokens=L))
+
+def probe_checkpoint()->list:
+    "Connector lookup: where the prefill leaves its Mamba state, the next turn's hit, per connector (vLLM's function, ran)."
+    from vllm_pd_spec.contracts import connector_lookup
     name = '10. connector lookup: Mamba checkpoint (next turn\'s hit)'
     fn = locate('vllm.v1.kv_cache_interface:get_mamba_prefill_checkpoint_position')
     pred, _ = scheduler_drop_predicate()
     if fn is None or pred is None:
         return [missing(name, 'vllm/v1/kv_cache_interface.py:get_mamba_prefill_checkpoint_position',
                         note='the scheduler backs last_cache_position off by a block under use_eagle (_mamba_block_aligned_split)')]
-    cases = [(p, 16, m) for m in (None,) + METHODS for p in (1, 15, 16, 17, 20, 31, 32, 33, 50, 64, 65)]
-    return [classify(name, place(fn), cases, lambda c: fn(c[0], c[1], pred(c[2])), lambda c: connector_lookup.next_turn_hit(*c),
-                     lambda c: connector_lookup.next_turn_hit(*c, fixed=False), show=lambda c: f'{c[2] or "no spec"}, prompt {c[0]}, block {c[1]}',
-                     note='drop as the scheduler derives it')]
+    L = lambda c: scheduler_protection(_spec_case(c[2]), c[3])[0]
+    show = lambda c: f'{c[2] or "no spec"}, prompt {c[0]}, block {c[1]}' + (f', {c[3]}' if c[3] else '')
+    cases = checkpoint_cases()
+    off = {conn: sum(vllm_checkpoint(fn, c) != connector_lookup.next_turn_hit(*c[:3]) for c in cases if c[3] == conn)
+           for conn in CHECKPOINT_CONNECTORS[1:]}
+    per = sum(c[3] is None for c in cases)
+    without = ', '.join(f'{n} of {per} behind {conn}' for conn, n in off.items())
+    return [classify(name, place(fn), cases, lambda c: vllm_checkpoint(fn, c),
+                     lambda c: connector_lookup.next_turn_hit(*c[:3], lookahead=L(c)),
+                     lambda c: connector_lookup.next_turn_hit(*c[:3], fixed=False, lookahead=L(c)), show=show,
+                     note='drop and hash lookahead as vLLM\'s Scheduler gets them for the method (k = 2, two MTP modules) and the '
+                          'connector (none, ' + ', '.join(filter(None, CHECKPOINT_CONNECTORS)) + '); the contract without the '
+                          f'hash lookahead (a connector means the drop) differs from vLLM on {without}')]
 
 @probe(fix=10)
 def probe_connector_lookup()->list:
@@ -587,27 +696,13 @@ def waiting_case_forms(case, fixed:bool)->str:
 
 def waiting_scheduler_factory():
     "`make(num_blocks, k)`: a fresh vLLM decode-side `Scheduler` with `NixlConnector` and MTP (raises why it can't)."
-    import tempfile, os
-    torch = _torch()
-    C, I = importlib.import_module('vllm.config'), importlib.import_module('vllm.v1.kv_cache_interface')
     Scheduler, SOM = locate('vllm.v1.core.sched.scheduler:Scheduler'), locate('vllm.v1.structured_output:StructuredOutputManager')
-    os.environ['HF_HUB_OFFLINE'] = '1'
-    d = tempfile.mkdtemp(prefix='vllm-pd-spec-model-')
-    Path(d, 'config.json').write_text((importlib.resources.files('vllm_pd_spec') / 'data' / 'audit_model_config.json').read_text())
-    mc = C.ModelConfig(model=d, skip_tokenizer_init=True, dtype='float32', max_model_len=512)
     B = WAITING_BLOCK
+    real_vllm_config('NixlConnector', 'kv_consumer', B, 512, 512)  # raises here, once, when no VllmConfig can be built
     def make(num_blocks:int, k:int):
-        vc = C.VllmConfig(model_config=mc, device_config=C.DeviceConfig(device='cpu'),
-                          cache_config=C.CacheConfig(block_size=B, enable_prefix_caching=True),
-                          scheduler_config=C.SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=8, max_model_len=512,
-                                                             is_encoder_decoder=False),
-                          kv_transfer_config=C.KVTransferConfig(kv_connector='NixlConnector', kv_role='kv_consumer'))
-        vc.speculative_config = vllm_spec(('mtp', k, k))
+        vc = speculative(real_vllm_config('NixlConnector', 'kv_consumer', B, 512, 512), ('mtp', k, k))
         vc.cache_config.num_gpu_blocks = num_blocks
-        spec = I.FullAttentionSpec(block_size=B, num_kv_heads=2, head_size=16, dtype=torch.float32)
-        kc = I.KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[I.KVCacheGroupSpec(
-            ['model.layers.0.self_attn.attn', 'model.layers.1.self_attn.attn'], spec)])
-        return Scheduler(vc, kc, SOM(vc), block_size=B)
+        return Scheduler(vc, kv_cache_config(attention_groups(B), num_blocks), SOM(vc), block_size=B)
     return make
 
 def replay_waiting(make, case)->str:
@@ -629,9 +724,9 @@ def replay_waiting(make, case)->str:
     loading = lambda s: {r for r in s.requests if s.requests[r].status == RS.WAITING_FOR_REMOTE_KVS}
     def land(s, scheduler_output):
         ids = list(scheduler_output.num_scheduled_tokens)
-        s.update_from_output(scheduler_output, O.ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
-                                                     sampled_token_ids=[[] for _ in ids],
-                                                     kv_connector_output=O.KVConnectorOutput(finished_recving=loading(s))))
+        s.update_from_output(scheduler_output, O.ModelRunnerOutput(**accepted(
+            O.ModelRunnerOutput, req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=[[] for _ in ids],
+            kv_connector_output=O.KVConnectorOutput(finished_recving=loading(s)))))
     with quiet_vllm():
         s = make(num_blocks, k)
         s.add_request(req('A', a, 100)); s.add_request(req('B', b, 1000))

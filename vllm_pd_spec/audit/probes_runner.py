@@ -11,10 +11,11 @@ from types import SimpleNamespace as NS
 from .harness import *
 
 # %% auto #0
-__all__ = ['RULES', 'SCHEDULER_NAMES', 'ROW_K', 'V2_RUNNER', 'rule', 'scheduler_num_lookahead', 'probe_num_lookahead_tokens',
-           'waiting_lookahead_expr', 'eval_waiting_lookahead', 'probe_effective_lookahead', 'row_cases', 'show_row',
-           'v1_rows', 'v2_request_state', 'mrv2_rows', 'row_forms', 'probe_rows', 'interpreted_kernel', 'fuzz_batch',
-           'run_combine', 'probe_kernel']
+__all__ = ['RULES', 'SCHEDULER_NAMES', 'ROW_K', 'V2_RUNNER', 'CPU_COMBINE', 'rule', 'scheduler_num_lookahead',
+           'probe_num_lookahead_tokens', 'waiting_lookahead_expr', 'eval_waiting_lookahead',
+           'probe_effective_lookahead', 'row_cases', 'show_row', 'v1_rows', 'v2_request_state', 'mrv2_rows',
+           'row_forms', 'probe_rows', 'interpreted_kernel', 'fuzz_batch', 'run_combine', 'probe_kernel',
+           'cpu_combine_op', 'probe_kernel_cpu']
 
 # %% ../../nbs/74_audit_probes_runner.ipynb #08ecfcec
 RULES = {  # probe -> {'fixed': name, 'legacy': name, 'variants': {label: name}} in vllm_pd_spec.contracts.<module>
@@ -171,7 +172,8 @@ def v2_request_state(x)->tuple:
         scheduler_output = NS(num_scheduled_tokens={'r': s}, total_num_scheduled_tokens=s,
                 scheduled_spec_decode_tokens={'r': [7] * d} if d else {})
         state, _ = call(runner, 'gather_batch_req_state', scheduler_output, False)
-        return state.is_prefilling_np, state.prefill_runs_as_decode_np, 'ran GPUModelRunner.gather_batch_req_state'
+        # a release without the prefill-runs-as-decode rule (0.29.0) has no such field: None, as the rule's absence
+        return state.is_prefilling_np, getattr(state, 'prefill_runs_as_decode_np', None), 'ran GPUModelRunner.gather_batch_req_state'
     fn = next((f for _, f in inspect.getmembers(MR or object, inspect.isfunction)
                if MR and 'is_prefilling_np = ' in safe_source(f)), None)
     if fn is None: raise LookupError('no is_prefilling_np assignment in the V2 model runner')
@@ -319,3 +321,30 @@ def probe_kernel(n_batches:int=150)->list:
                          lambda s: run_combine(ours, fuzz_batch(s), guard=False, backend='reference'),
                          show=lambda s: f'fuzz_batch({s})',
                          note='vLLM kernel run with TRITON_INTERPRET=1 through its own wrapper; compared: input_ids, logits_indices')]
+
+# %% ../../nbs/74_audit_probes_runner.ipynb #c6f1a0d3
+CPU_COMBINE = 'vllm.v1.worker.cpu.input_batch:combine_sampled_and_draft_tokens'
+
+def cpu_combine_op()->str|None:
+    "Why the compiled `combine_sampled_and_draft_tokens_cpu` op cannot run here, or None when it is registered."
+    torch = importlib.import_module('torch')
+    with contextlib.suppress(Exception): importlib.import_module('vllm._C')  # the CPU build's extension registers it
+    try: torch.ops._C.combine_sampled_and_draft_tokens_cpu; return None
+    except (AttributeError, RuntimeError) as e: return f'{type(e).__name__}: {" ".join(str(e).split())[:120]}'
+
+@probe(fix=6)
+def probe_kernel_cpu(n_batches:int=150)->list:
+    "Fix 6: vLLM's C++ CPU port of the combine (0.34.0) against ours, where the installed build has the op."
+    name = '6. guard: combine_sampled_and_draft_tokens_cpu (C++ CPU port)'
+    fn = locate(CPU_COMBINE)
+    if fn is None: return [missing(name, 'vllm/v1/worker/cpu/input_batch.py:combine_sampled_and_draft_tokens')]
+    why = cpu_combine_op()
+    if why is not None:
+        return [missing(name, where(fn), note='not audited: the Python wrapper is here, the compiled op '
+                        'torch.ops._C.combine_sampled_and_draft_tokens_cpu is in vLLM\'s CPU build only, not in this one '
+                        f'({why})')]
+    from vllm_pd_spec.kernels.combine import combine_sampled_and_draft_tokens as ours
+    return [classify(name, where(fn), range(n_batches), lambda s: run_combine(fn, fuzz_batch(s)),
+                     lambda s: run_combine(ours, fuzz_batch(s), guard=True, backend='reference'),
+                     lambda s: run_combine(ours, fuzz_batch(s), guard=False, backend='reference'),
+                     show=lambda s: f'fuzz_batch({s})', note='vLLM\'s C++ op through its own wrapper; compared: input_ids, logits_indices')]

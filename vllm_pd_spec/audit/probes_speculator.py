@@ -15,7 +15,8 @@ from .harness import *
 __all__ = ['SPECULATOR', 'KERNELS', 'INPUT_BATCH', 'HIDDEN', 'MAX_REQS', 'MAX_TOKENS', 'A_TOKENS', 'B_FIRST', 'SLOT',
            'FIRST_SAMPLED', 'BACKOFF_RULES', 'interpreted', 'pad_condition', 'first_step', 'speculator_step',
            'empty_cache', 'provenance', 'reprefill_steps', 'reprefill', 'reprefill_per_slot', 'reprefill_reset_on_add',
-           'reprefill_cases', 'show_reprefill', 'probe_speculator_reprefill']
+           'reprefill_cases', 'show_reprefill', 'speculator_class', 'builds_multi_module_mtp',
+           'probe_speculator_reprefill']
 
 # %% ../../nbs/76_audit_probes_speculator.ipynb #cf3c7886
 SPECULATOR = 'vllm.v1.worker.gpu.spec_decode.multi_module_mtp.speculator'
@@ -184,6 +185,19 @@ def _summary(detail:list)->str:
         parts.append(f'k={k}: {txt}' + ('' if multi is True else f' (this speculator is not used: use_multi_module_mtp() is {multi})'))
     return ', '.join(parts)
 
+def speculator_class(case)->str|None:
+    "The speculator class vLLM builds for a spec case, as its own dispatch names it (0.34.0: `speculator_config.speculator_class`); None without one."
+    sc = vllm_spec(case)
+    if not isinstance(inspect.getattr_static(type(sc), 'speculator_config', None), property): return None
+    return sc.speculator_config.speculator_class
+
+def builds_multi_module_mtp(k:int=3)->bool:
+    "Does this vLLM build `MultiModuleMTPSpeculator` for a `k`-module MTP drafter? (its dispatch, ran; else `init_speculator`'s source)"
+    name = speculator_class(('mtp', k, k))
+    if name is not None: return name.rsplit('.', 1)[-1] == 'MultiModuleMTPSpeculator'
+    init = locate('vllm.v1.worker.gpu.spec_decode:init_speculator')
+    return init is not None and 'MultiModuleMTPSpeculator' in safe_source(init)
+
 def _reprefill_row(sp, ib, label:str, pad_test:str, wired:bool, where_:str, extra:str)->Finding:
     from vllm_pd_spec.contracts import backoff
     rule_ = getattr(backoff, BACKOFF_RULES[label])
@@ -228,8 +242,7 @@ def probe_speculator_reprefill()->list:
     pad_test = None if sched is None else pad_condition(sched)
     if pad_test is None: return [missing(n, 'vllm/v1/core/sched/scheduler.py:Scheduler.schedule (pad_spec_decode = True)')
                                  for n in names]
-    init = locate('vllm.v1.worker.gpu.spec_decode:init_speculator')
-    wired = init is not None and 'MultiModuleMTPSpeculator' in safe_source(init)
+    wired = builds_multi_module_mtp()
     root = Path(inspect.getsourcefile(sp)).parents[4]  # .../vllm/v1
     writers = _writers(root, 'cached_draft_input_ids')
     states = locate('vllm.v1.worker.gpu.states:RequestState')

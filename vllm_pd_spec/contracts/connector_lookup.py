@@ -75,22 +75,26 @@ def resume_boundary(fa_hit:int, # the full-attention group's own hit
 # %% ../../nbs/09d_connector_lookup.ipynb #be27784e
 def mamba_checkpoint_position(num_tokens:int, # the prompt's tokens
                               block_size:int, # tokens per block
-                              drop:bool # the last-block drop applies
+                              drop:bool, # the last-block drop applies
+                              lookahead:int=0 # `L`, the tokens after a block its hash covers (0: the legacy hashes)
                              )->int:
-    "Where the prefill leaves a cached recurrent state (0.33.0's `get_mamba_prefill_checkpoint_position`)."
+    "Where the prefill leaves a cached recurrent state (`get_mamba_prefill_checkpoint_position`, 0.33.0 and 0.34.0)."
     check_int('num_tokens', num_tokens, 0); check_int('block_size', block_size, 1); check_bool('drop', drop)
-    limit = num_tokens if drop else num_tokens - 1
+    check_int('lookahead', lookahead, 0)
+    limit = num_tokens if drop else num_tokens - max(1, lookahead)
     return max(limit // block_size * block_size - (block_size if drop else 0), 0)
 
 def next_turn_hit(prompt_len:int, # the first turn's prompt
                   block_size:int, # tokens per block
                   method:str|None, # speculative method
-                  fixed:bool=True # the drop by `needs_block_drop` (fixed) or by `use_eagle()` (legacy)
+                  fixed:bool=True, # the drop by `needs_block_drop` (fixed) or by `use_eagle()` (legacy)
+                  lookahead:int=0 # `L` the deployment's hashes cover: no drop where it is above 0
                  )->int:
     "Prefix-cache hit of the next turn of the conversation, from the first turn's prefill."
     check_int('prompt_len', prompt_len, 0); check_int('block_size', block_size, 1); check_bool('fixed', fixed)
-    drop = (needs_block_drop if fixed else legacy_needs_block_drop)(method)
-    return mamba_checkpoint_position(prompt_len, block_size, drop)
+    check_int('lookahead', lookahead, 0)
+    drop = (needs_block_drop if fixed else legacy_needs_block_drop)(method) and not lookahead
+    return mamba_checkpoint_position(prompt_len, block_size, drop, lookahead)
 
 # %% ../../nbs/09d_connector_lookup.ipynb #030c946e
 SOURCES = {  # form -> where it comes from
@@ -99,5 +103,5 @@ SOURCES = {  # form -> where it comes from
     'resume_boundary(reconcile_when_empty=False)': 'named variant: the connector path without the reconcile, as vllm#53505 describes the branch',
     'needs_block_drop': 'vLLM 0.33.0: SpeculativeConfig.needs_eagle_block_drop',
     'legacy_needs_block_drop': 'vLLM 0.27.1: SpeculativeConfig.use_eagle()',
-    'mamba_checkpoint_position': 'vLLM 0.33.0: get_mamba_prefill_checkpoint_position (no lookahead hashes)',
+    'mamba_checkpoint_position': 'vLLM 0.33.0 and 0.34.0: get_mamba_prefill_checkpoint_position (num_hash_lookahead_tokens)',
 }

@@ -64,11 +64,12 @@ def draft_group_ids(groups # `CacheGroup`s in group-id order
     return frozenset(i for i, g in enumerate(groups) if g.num_draft_layers > 0 and not g.is_state)
 
 def drop_group_ids(groups, # `CacheGroup`s in group-id order
-                   method:str|None # speculative method, or None
+                   method:str|None, # speculative method, or None
+                   lookahead:int=0 # `L`, the tokens after a block its hash covers (0: the legacy hashes)
                   )->frozenset:
-    "Ids of the groups that take the last-block drop: the draft groups, when the method needs the drop."
-    _check_groups(groups)
-    return draft_group_ids(groups) if needs_block_drop(method) else frozenset()
+    "Ids of the groups that take the last-block drop: the draft groups, when the method needs the drop and `L` is 0."
+    _check_groups(groups); check_int('lookahead', lookahead, 0)
+    return draft_group_ids(groups) if needs_block_drop(method) and not lookahead else frozenset()
 
 # %% ../../nbs/09a_draft_groups.ipynb #438b12ef
 def legacy_drop_group_ids(groups, # `CacheGroup`s in group-id order
@@ -89,11 +90,12 @@ def annotated_group_ids_0330(groups, # `CacheGroup`s in group-id order
     return frozenset(i for i, g in enumerate(groups) if g.num_draft_layers > 0)
 
 def coordinator_drop_group_ids_0330(groups, # `CacheGroup`s in group-id order
-                                    method:str|None # speculative method, or None
+                                    method:str|None, # speculative method, or None
+                                    lookahead:int=0 # `L` (0.33.0: standalone only; 0.34.0 also behind a connector)
                                    )->frozenset:
-    "0.33.0's KV cache coordinator and Mooncake store: the annotated groups, else every group."
-    _check_groups(groups)
-    if not needs_block_drop(method): return frozenset()
+    "0.33.0's KV cache coordinator and Mooncake store: the annotated groups, else every group; nothing under lookahead hashes."
+    _check_groups(groups); check_int('lookahead', lookahead, 0)
+    if not needs_block_drop(method) or lookahead: return frozenset()
     return annotated_group_ids_0330(groups, method) or frozenset(range(len(groups)))
 
 # %% ../../nbs/09a_draft_groups.ipynb #68c86a1a
@@ -103,14 +105,15 @@ FORMS = ('fixed', '0.33.0', '0.27.1')
 def consumer_drop_group_ids(groups, # `CacheGroup`s in group-id order
                             method:str|None, # speculative method, or None
                             consumer:str, # one of `CONSUMERS`
-                            form:str='fixed' # one of `FORMS`: ours, or a release's
+                            form:str='fixed', # one of `FORMS`: ours, or a release's
+                            lookahead:int=0 # `L` of the deployment (the 0.27.1 form has none)
                            )->frozenset:
     "The drop set one consumer uses, in the fixed form or as a release has it."
-    check_choice('consumer', consumer, CONSUMERS); check_choice('form', form, FORMS)
-    if form == 'fixed': return drop_group_ids(groups, method)
+    check_choice('consumer', consumer, CONSUMERS); check_choice('form', form, FORMS); check_int('lookahead', lookahead, 0)
+    if form == 'fixed': return drop_group_ids(groups, method, lookahead)
     if form == '0.27.1': return legacy_drop_group_ids(groups, method)
-    if consumer == 'offloading': return annotated_group_ids_0330(groups, method)
-    return coordinator_drop_group_ids_0330(groups, method)
+    if consumer == 'offloading': return frozenset() if lookahead else annotated_group_ids_0330(groups, method)
+    return coordinator_drop_group_ids_0330(groups, method, lookahead)
 
 # %% ../../nbs/09a_draft_groups.ipynb #e39693e0
 DRAFT_KV_SOURCES = ('transferred', 'recomputed', 'not needed', 'missing')

@@ -107,7 +107,7 @@ def fixes_row_rule(gdn_decode_detection:bool # `Fixes.gdn_decode_detection`
     return FIXED_ROW_RULE if gdn_decode_detection else LEGACY_ROW_RULE
 
 # %% ../../nbs/05_gdn_decode_detection.ipynb #e161a89d
-ROW_KINDS = {  # name: (num_scheduled, num_draft, num_computed, num_prompt, the path that keeps the state right)
+ROW_KINDS = {  # name: (num_scheduled, num_draft, num_computed, num_prompt, the path that keeps the state right: 'spec', 'prefill' or 'either')
     'decode with drafts':                         (4, 3, 12, 10, 'spec'),
     'decode without drafts (budget left 1 token)': (1, 0, 12, 10, 'spec'),
     'middle prefill chunk':                       (4, 0, 2, 10, 'either'),
@@ -115,6 +115,7 @@ ROW_KINDS = {  # name: (num_scheduled, num_draft, num_computed, num_prompt, the 
     'D-side one-token tail, not padded':          (1, 0, 9, 10, 'either'),
     'D-side one-token tail padded with 3 placeholders': (4, 3, 9, 10, 'spec'),
     'D-side 2-token tail (backoff 2)':            (2, 0, 8, 10, 'either'),
+    'a one-token prompt, nothing computed':       (1, 0, 0, 1, 'prefill'),  # no state yet: the decode path would read a slot's stale state
 }
 
 def row_truth_table(kinds:dict=ROW_KINDS, # name: (num_scheduled, num_draft, num_computed, num_prompt, right path)

@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/model_gates.html.md"""
 
 # %% auto #0
 __all__ = ['GATE_LO', 'GATE_HI', 'METHODS', 'next_token_accuracy', 'serve', 'card_path', 'measure_model', 'check_gates',
-           'record_gates']
+           'prompt_state_cost', 'record_gates']
 
 # %% ../../nbs/60_model_gates.ipynb #d0dea4bd
 import json, math, time, torch
@@ -35,12 +35,14 @@ def next_token_accuracy(model:SpecModel, tokenizer:str='bpe1024', seq_len:int=51
 
 # %% ../../nbs/60_model_gates.ipynb #3f6e25f0
 def _zero_prompt_kv(engine:LLMEngine, rid:str, prompt_len:int,
-                    last:int=0 # 0: every prompt position; n: only the prompt's last n
+                    last:int=0, # 0: every prompt position; n: only the prompt's last n
+                    part:str='all', # 'all' drafter layers, 'conv' (a conv MTP's convolution state only) or 'attention' (the rest)
                    ):
     "Zero the drafter layers' KV entries (a conv MTP's convolution state included) of request `rid` at prompt positions."
     run = engine.runner
     slots = torch.tensor(kv_slots(run, rid, range(prompt_len - last if last else 0, prompt_len)))
     for name in run.drafter_layers:
+        if part != 'all' and ('.sconv.' in name) != (part == 'conv'): continue
         for t in run.cache.kv[name]: t.view(-1, *t.shape[2:])[slots] = 0
 
 def _counts(st)->tuple: return st.num_drafts, st.num_accepted_tokens, list(st.num_accepted_tokens_per_pos)
@@ -117,6 +119,39 @@ def check_gates(rep:dict)->dict:
     return {f'MTP position {i + 1} in [{GATE_LO}, {GATE_HI}]': GATE_LO <= a <= GATE_HI for i, a in enumerate(pp)} | \
            {'target accuracy far from 1 (< 0.9)': rep['next_token_accuracy'] < 0.9,
             'lossless (every drafter)': all(rep[m]['lossless'] for m in METHODS if m in rep)}
+
+# %% ../../nbs/60_model_gates.ipynb #c0a7e5d2
+def prompt_state_cost(name:str='text-attn-convmtp', # a text model in `MODELS` with an MTP drafter
+                      k:int=3, # MTP drafts per step
+                      n_prompts:int=16, prompt_len:int=256, max_tokens:int=64,
+                      parts:tuple=('conv', 'attention', 'all'), # what is zeroed, one run each (`_zero_prompt_kv`'s `part`)
+                      first:int=8, # each request's first drafted steps, reported apart
+                     )->dict:
+    "How much the MTP drafter reads its own state at prompt positions: accepted drafts lost when a part of it is zeroed right after the prefill step, over every drafted step and over each request's first `first`."
+    from vllm_pd_spec.experiments.common import StepLog
+    model = load_model(name, torch.float64)
+    prompts = heldout_prompts(n_prompts, prompt_len, tokenizer=json.loads(card_path(name).read_text())['tokenizer'])
+    ids = [f'req-{i}' for i in range(len(prompts))]
+    def one(part):
+        log, done = StepLog(), []
+        def observers(engines):
+            def zero(*_):  # after the step that prefilled every prompt (and drafted from it), once
+                if part and not done:
+                    done.append(True)
+                    for rid, p in zip(ids, prompts): _zero_prompt_kv(engines[0], rid, len(p), part=part)
+            return [log, StepObserver(on_output=zero)]
+        serve_arm(Arm('standalone', role='reference', pd=False), model, prompts, method='mtp', k=k, max_tokens=max_tokens,
+                  observers=observers, max_num_seqs=len(prompts), max_num_batched_tokens=sum(map(len, prompts)) + len(prompts) * (k + 1),
+                  dtype=torch.float64)
+        mal = lambda steps: 1 + sum(steps) / max(1, len(steps))
+        return dict(all=mal([x for r in ids for x in log.drafted(r)]), first=mal([x for r in ids for x in log.drafted(r)[:first]]))
+    clean = one(None)
+    lost = lambda z, w: 1 - (z[w] - 1) / max(clean[w] - 1, 1e-9)
+    out = dict(name=name, k=k, n_prompts=n_prompts, prompt_len=prompt_len, max_tokens=max_tokens, first=first, clean=clean)
+    for part in parts:
+        z = one(part)
+        out[part] = dict(z, cost_all=lost(z, 'all'), cost_first=lost(z, 'first'))
+    return out
 
 # %% ../../nbs/60_model_gates.ipynb #61ac6202
 def record_gates(rep:dict, weights:Path|None=None # the weights the figures are of (default: the shipped ones)

@@ -172,6 +172,8 @@ def run(device:str='cpu', # unused: no model runs here
         fix=3, name='truncation ordering',
         metric=f"requests lost to engine deaths (assert num_new_tokens > 0), of {head['requests']} streamed to one P instance, block {HEADLINE_BLOCK}",
         legacy=head['legacy_lost'], fixed=head['fixed_lost'],
+        run=f"one stream of {head['requests']} requests cut from {NUM_DOCS} documents (seed {SEED}), 2 arriving per step, block {HEADLINE_BLOCK}, "
+            "one P instance restarted after each death; no model",
         invariant='no request on P ends up with num_new_tokens == 0: the engine never dies',
         invariant_holds=all(r['fixed_deaths'] == 0 for r in rows) and all(r['agree'] == r['of'] for r in rows if 'agree' in r),
         legacy_consequence_seen=any(r['legacy_lost'] > 0 for r in rows),

@@ -16,7 +16,7 @@ from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker
 from ..engine.llm_engine import LLMEngine, StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
-from .common import ExperimentResult, Arm, serve, kv_slots, sweep, SILENT, check_device, mean_ci
+from .common import ExperimentResult, Arm, serve, kv_slots, sweep, SILENT, check_device, mean_ci, paired_diff
 from ..tables import reader_table, setup_text
 
 # %% ../../nbs/54_dflash_slots_experiment.ipynb #4a7fec78
@@ -157,9 +157,9 @@ def victims_summary(rows:list # `slots_rows`' rows
     out = []
     for k in dict.fromkeys(r['k'] for r in rows):
         rs = [r for r in rows if r['k'] == k]
-        (l, lci), (f, fci), (d, dci) = (mean_ci([g(r) for r in rs]) for g in
-                                        (lambda r: r['legacy_victims'], lambda r: r['fixed_victims'],
-                                         lambda r: r['legacy_victims'] - r['fixed_victims']))
+        (l, lci), (f, fci) = (mean_ci([r[arm] for r in rs]) for arm in ('legacy_victims', 'fixed_victims'))
+        d = paired_diff([r['legacy_victims'] for r in rs], [r['fixed_victims'] for r in rs], 'seeds')  # legacy − fixed: the victims the fix saves
+        d, dci = d['mean'], d['ci95']
         out.append(dict(setting=rs[0]['setting'], k=k, requests=rs[0]['requests'], seeds=len(rs),
                         legacy_victims=round(l, 3), legacy_ci=round(lci, 3), fixed_victims=round(f, 3), fixed_ci=round(fci, 3),
                         diff=round(d, 3), diff_ci=round(dci, 3), per_seed_legacy=[r['legacy_victims'] for r in rs]))
@@ -199,6 +199,9 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
         metric=(f"requests whose KV another request's stray DFlash write overwrote, of {head['requests']}, mean over "
                 f"{head['seeds']} seeds (text-attn, DFlash k={head['k']})"),
         legacy=head['legacy_victims'], fixed=head['fixed_victims'], seed_figure=SEED_FIGURE,
+        run=f"text-attn, DFlash k={head['k']}, greedy, {head['requests']} requests sharing prefixes per stream, {MAX_NUM_SEQS} at a time "
+            f"on a {NUM_BLOCKS}-block pool, {head['seeds']} seeds (streams)",
+        paired=paired_diff([r['fixed_victims'] for r in rows if r['k'] == head['k']], [r['legacy_victims'] for r in rows if r['k'] == head['k']], 'seeds'),
         legacy_label=LEGACY_LABEL, fixed_label=FIXED_LABEL,
         invariant='every KV write of target and drafter lands in a slot allocated to that request',
         invariant_holds=all(r['fixed_writes_outside'] == 0 and r['fixed_victims'] == 0 and r['fixed_outputs_lossless'] for r in rows),
