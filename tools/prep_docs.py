@@ -42,7 +42,7 @@ NAV = [  # (nav section, its pages by name: the notebook's name without its numb
     ('The six fixes', ['lookahead', 'prefill_backoff', 'truncation_ordering', 'dflash_slots', 'gdn_decode_detection',
                        'triton_kernel_guard']),
     ('Beyond the six', ['draft_groups', 'state_slots', 'draft_accounting', 'connector_lookup', 'waiting_queue',
-                        'lookahead_hashes']),
+                        'lookahead_hashes', 'lookahead_hashes_experiment']),
 ]
 FLOORS = [  # (nav section, the first digit of the notebook's number) for every other numbered notebook, in file order
     ('Config and contracts', '0'),
