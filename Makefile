@@ -10,7 +10,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP := $(BIN)/python -m pip install -q
 SITE_TMP := $(shell mktemp -u -d /tmp/vllm-pd-spec-site.XXXXXX)
 
-.PHONY: demo test install install-dev docs readme gpu-test browser vendor site lab clean
+.PHONY: demo test install install-dev docs readme gpu-test browser vendor site lab clean wheel
 .DEFAULT_GOAL := demo
 
 $(BIN)/python:
@@ -34,6 +34,14 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
+
+# A wheel of the package, its data (weights, saved audits) included, in $(DIST): for a host that installs from a file
+# (`pip install dist/vllm_pd_spec-*.whl` next to vLLM). Built from this tree with the venv's setuptools: no download.
+DIST ?= dist
+wheel: | $(BIN)/python
+	$(BIN)/python -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null || $(PIP) "setuptools>=77"
+	$(BIN)/python -m pip wheel -q --no-deps --no-build-isolation -w $(DIST) .
+	@ls $(DIST)/vllm_pd_spec-*.whl
 
 # The main job: the six experiments, fix off and on (the table in README.md), on CPU.
 demo: install

@@ -178,6 +178,35 @@ def test_checksum_failure_drops_ps_block_from_its_prefix_cache():
     while D2.has_work() or pd.P.has_work(): D2.step(); pd.P.step()
     assert D2.outputs['again'] == ref and not D2.worker.failures
 
+def test_a_request_computed_over_a_block_changed_on_p_is_recomputed_on_d():
+    "Text model: P's cached prefix block changes after its checksum; a later request hits it on P, D holds the prefix itself and reads only the tail P computed over the changed block: D recomputes, the output is standalone's, P uncaches."
+    import torch
+    from vllm_pd_spec.engine.transport import LocalTransport
+    from vllm_pd_spec.model.drafters import load_model, model_prompts
+    from vllm_pd_spec.config import make_kv_transfer_params
+    model = load_model('text-attn', torch.float64)
+    texts = model_prompts('text-attn', 10, prompt_len=48, reserve=16)
+    prompts = {f'r{i}': list(texts[0][:16]) + list(texts[8 + i][:8]) for i in range(2)}  # four shared blocks, then their own
+    def engine(role, **kw):
+        vc = make_config(None, 1, role, model=model, block_size=4, scheduler_config=SchedulerConfig(max_num_batched_tokens=256),
+                         cache_config=CacheConfig(num_gpu_blocks=64, enable_prefix_caching=role != 'standalone'))
+        return LLMEngine(vc, model, dtype=torch.float64, **kw)
+    ref = engine('standalone').generate(list(prompts.values()), 8)
+    t = LocalTransport()
+    P, D = engine('prefill', transport=t), engine('decode', transport=t)
+    def serve(rid):
+        P.add_request(Request(rid, prompts[rid], max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
+        while rid not in P.finished: P.step()
+        D.add_request(Request(rid, prompts[rid], max_tokens=8, kv_transfer_params=P.finished[rid].kv_transfer_params))
+        while P.has_work() or D.has_work(): P.step(); D.step()
+        return D.outputs[rid]
+    assert serve('r0') == ref[0]  # D and P both cache the prefix
+    first = min(b for e, _, b in t.block_digests if e == P.engine_id)  # P's first prefix block
+    for parts in t.caches[P.engine_id].values():
+        for _, x in parts: x[first].reshape(-1)[0] += 100.0  # changed after its checksum
+    assert serve('r1') == ref[1]  # legacy: D took the tail computed over the changed block, a different output
+    assert ('r1', 'checksum') in D.worker.failures and P.scheduler.num_uncached_corrupt == 1 and D.scheduler.num_recomputed_loads == 1
+
 def test_forged_notices_bounded_and_abort_before_read_releases_p():
     "Notices for ids nobody published are capped; D aborting a request before its read frees P's blocks at once."
     from vllm_pd_spec.engine.transport import LocalTransport

@@ -309,11 +309,24 @@ def test_a_prefix_cache_hit_on_a_block_changed_after_it_was_computed_fails_the_c
     assert not t.verify(read('a'))
     t.send_blocks('P', 'b', ([1, 2], [3]), block_hashes=('h1', 'h2'))  # a hit on the same blocks before P heard of 'a'
     rec = read('b')
-    assert not t.verify(rec) and rec.src_digests[('layers.0.0', 5)] != rec.dst_digests[('layers.0.0', 5)]
+    assert not t.verify(rec) and rec.error == 'checksum'  # P's own check too: block 1 no longer matches its record
     t.send_blocks('P', 'c', ([1, 2], [3]), block_hashes=('h5', 'h2'))  # block 1 recomputed for other tokens: a new checksum
     assert t.verify(read('c'))
     t.send_blocks('P', 'd', ([1, 2], [3]))  # no hashes (partial blocks, no prefix caching): checksummed at publication
     assert t.verify(read('d')) and len(t.block_digests) == 2 * 3 + 1  # one record per (cache, block id) with a hash
+
+def test_a_publication_over_a_changed_block_that_d_does_not_read_fails_the_check():
+    "D holds the prefix itself and reads only the tail P computed over a block that changed on P: P's own check fails D's read."
+    t = LocalTransport(faults={'a': 'corrupt'})
+    (pk, groups), (dk, _) = caches('numpy', seed=1), caches('numpy', seed=2)
+    t.register_kv_caches('P', pk, groups); t.register_kv_caches('D', dk, groups)
+    t.send_blocks('P', 'a', ([1, 2], [3]), block_hashes=('h1', 'h2'))  # block 1 changes on P after its checksum
+    assert t.read_blocks('D', 'a', ([5, 6], [7]), 'P', 'a', ([1, 2], [3])).error is None  # not verified yet: D's worker checks
+    assert t.get_corrupt('P') == set()
+    t.send_blocks('P', 'b', ([1, 2], [3]), block_hashes=('h1', 'h2'))  # a hit on block 1: block 2 was computed over it
+    rec = t.read_blocks('D', 'b', ([0, 6], [7]), 'P', 'b', ([1, 2], [3]))  # D's own prefix hit: it reads blocks 2 and 3 only
+    assert rec.error == 'checksum' and not t.verify(rec) and t.stats['changed_on_p'] == 1  # legacy: verified, on P's changed block
+    assert t.get_corrupt('P') == {'b'} and 'b' in t.get_notifs('P')  # P uncaches at once and frees its blocks
 
 JUNK = [[1], {'a': 1}, {1, 2}, 12345, 1.5, float('nan'), None, b'prefill-0', True, '', 'many', -1, 10**30, [[None]], [['x']],
         [[True]], [[-3]], 'x' * 5000, ((1, 2),), [[1.0]]]

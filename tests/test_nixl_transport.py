@@ -79,6 +79,23 @@ def test_fault_is_survived_counted_and_leak_free(ref, fault, seen):
     if fault == 'exit': assert r['p_exit'] == 17 and r['p_leaks'] == 'exited' and sum(r['faults_seen'].values()) >= 1
     else: assert r['faults_seen'] == {seen: 1} and r['recomputed'] == 1 and r['p_leaks'] == 0
 
+def _slow_build(role, transport, **kw):
+    "An engine that takes seconds to build (a loaded machine)."
+    import time; time.sleep(4); return nixl_pd.build_toy_engine(role, transport, **kw)
+
+def _broken_build(role, transport, **kw): raise RuntimeError('this engine cannot be built')
+def _stuck_build(role, transport, **kw): import time; time.sleep(600)
+
+def test_engine_start_waits_while_the_process_lives_and_fails_at_once_when_it_exits(ref):
+    "The proxy waits for a slow start as long as the engine's process lives (`start_s`); one that exits fails at once, naming it."
+    import time
+    assert nixl_pd.run_pd_nixl(PROMPTS, build=_slow_build, start_s=300)['outputs'] == ref
+    t = time.monotonic()
+    with pytest.raises(RuntimeError, match='prefill engine exited with status 1 before its handshake'):
+        nixl_pd.run_pd_nixl(PROMPTS, build=_broken_build)  # legacy: EOFError, or 'an engine did not start' after 60 s
+    assert time.monotonic() - t < 60
+    with pytest.raises(TimeoutError, match='did not start within start_s=3 s'): nixl_pd.run_pd_nixl(PROMPTS, build=_stuck_build, start_s=3)
+
 def test_bench_reports_positive_rates():
     rows = nixl_pd.bench_nixl((1, 2), reps=1)
     assert [r['mib'] for r in rows] == [1, 2]
@@ -275,7 +292,7 @@ def test_nixl_forged_done_frees_nothing_and_unknown_ids_are_bounded():
     "A `done` without the publication's token frees nothing; notices and publications for unknown ids are capped."
     P, D, _, _ = _pair()
     P.max_pending = D.max_pending = 16
-    P.send_blocks('p-t', 'r', ([1, 2], [1, 2]), states={'gdn': torch.arange(3.0)})
+    P.send_blocks('p-t', 'r', ([1, 2], [1, 2]))  # no states: published at once, before D asks
     to_p = lambda raw: D.agent.send_notif(D.peers['p-t']['name'], raw)
     to_p(encode_notice(nixl_transport.DONE, 'r')); to_p(encode_notice(nixl_transport.DONE, 'r', 'f' * 16))
     to_p(encode_notice(nixl_transport.CRPT, 'r', '0' * 16))
@@ -311,6 +328,19 @@ def test_in_process_prefix_cache_hit_on_a_changed_block_is_caught():
     assert D.verify(_read(P, D, 'c'))
     P.close(); D.close()
 
+def test_a_publication_over_a_changed_block_that_d_does_not_read_fails_the_check_over_nixl():
+    "D holds the prefix and reads only the tail P computed over a block that changed on P: P's publication says so, D's read fails."
+    P, D, pc, dc = _pair()
+    P.faults['a'] = 'corrupt'
+    P.send_blocks('p-t', 'a', ([1, 2], [1, 2]), block_hashes=('h1', 'h2'))
+    assert _read(P, D, 'a').error == 'checksum'
+    P.send_blocks('p-t', 'b', ([1, 2], [1, 2]), block_hashes=('h1', 'h2'))
+    rec = _read(P, D, 'b', local=([0, 4], [0, 4]))  # D's own prefix hit on block 1: it reads block 2 only
+    assert rec.error == 'checksum' and P.stats['changed_on_p'] == 1  # legacy: verified, computed over P's changed block
+    corrupt = set()
+    assert _wait(lambda: corrupt.update(P.get_corrupt('p-t')) or corrupt == {'a', 'b'}, P, D) and not P.published
+    P.close(); D.close()
+
 def test_junk_transfer_params_never_kill_d_over_nixl():
     "The junk of the in-process test, over NIXL: D recomputes each, P's blocks come back (lease), nothing held."
     import time
@@ -321,3 +351,23 @@ def test_junk_transfer_params_never_kill_d_over_nixl():
         if not any(any(u.values()) for u in t.in_use().values()): break
         P.step(); D.step(); time.sleep(0.005)
     assert not any(any(u.values()) for u in t.in_use().values()), t.in_use()
+
+def test_a_repeated_want_that_crossed_its_publication_holds_nothing_on_p():
+    "D repeats its `want` while it waits; one that reaches P after the read released the publication holds nothing there."
+    P, D, _, _ = _pair()
+    P.send_blocks('p-t', 'r', ([1, 2], [1, 2]), states={'gdn': torch.arange(3.0)})  # with states: published once D wants it
+    assert D.verify(_read(P, D)) and _wait(lambda: not P.published, P, D)
+    D.agent.send_notif(D.peers['p-t']['name'], nixl_transport.encode_notice(nixl_transport.WANT, 'r'))  # the repeat, late
+    assert _wait(lambda: P.stats['p_want'] >= 2, P, D)
+    assert not any(P.in_use().values()) and P.stats['stale_want'] == 1  # legacy: P keeps the want ('2 transfers still held')
+    P.close(); D.close()
+
+def test_a_want_that_came_before_a_publication_without_states_is_answered_by_it():
+    "D asks for a request before P has published it; one without states goes at once, and P keeps no want for it."
+    P, D, _, _ = _pair()
+    D.agent.send_notif(D.peers['p-t']['name'], nixl_transport.encode_notice(nixl_transport.WANT, 'r'))  # D reads before P's send
+    assert _wait(lambda: P.stats['p_want'] == 1, P, D) and list(P._wanted) == ['r']
+    P.send_blocks('p-t', 'r', ([1, 2], [1, 2]))  # no states: published at once
+    assert D.verify(_read(P, D)) and _wait(lambda: not P.published, P, D)
+    assert not any(P.in_use().values()) and not any(D.in_use().values())  # legacy: P kept the want ('33 transfers still held')
+    P.close(); D.close()

@@ -81,3 +81,10 @@ def test_plots_have_alt_text():
     found = {nb.name: [f'cell {cid}' for cid, _, alt in imgs if not alt] for nb in NBS for imgs in [list(_images(nb))]}
     msg = house_rules.verdict('plots_without_alt', {k: v for k, v in found.items() if v})
     assert not msg, msg
+
+def test_no_saved_plot_breaks_a_plot_rule():
+    "A page's plots keep the site's rules (`vllm_pd_spec.plotting.layout_problems`): `show` warns, and the warning is in the saved output."
+    found = {nb.name: [f"cell {c.get('id')}" for c in json.loads(nb.read_text())['cells'] for o in c.get('outputs', [])
+                       if 'PlotLayoutWarning' in ''.join(o.get('text', ''))] for nb in NBS}
+    msg = house_rules.verdict('plot_rule_warnings', {k: v for k, v in found.items() if v})
+    assert not msg, msg

@@ -18,6 +18,18 @@ OUTSIDE_NAMES = [  # (what it is, pattern, where: 'all' text or 'prose' only, i.
     ('notebook number', r'(?i)\bnotebooks? \d{2}[a-z]?\b|\bnbs/\d{2}[a-z]?\b|\b\d{2}[a-z]?_\w+\.ipynb\b', 'prose'),
 ]
 
+BUILD_WORDS = [  # (what it is, pattern): a page's text (code and outputs included) tells the reader nothing of how it was built
+    ('machine path', r'(?<![\w.~-])/(?:tmp|home|root|work|mnt|scratch|Users)/[\w.+-]+(?:/[\w.+-]+)*'),
+    ('build log', r'(?i)\bwithout network\b|\bmerged tree\b|\bon (?:this|the) tree\b|\bdevice time left\b|\bwere cut at\b|\bthe machine\b'),
+]
+
+_TEMP_NAME = re.compile(r'(?<=/)tmp[\w-]{8}(?=/|$)')  # the random part `tempfile` gives a directory
+
+def build_words(text):
+    """Sorted distinct strings of `text` that are a machine's path or words from a build log (`BUILD_WORDS`); a
+    temporary directory's random name reads `tmp*`, so that a known offender stays known when its page runs again."""
+    return sorted({_TEMP_NAME.sub('tmp*', m.group(0)) for _, pat in BUILD_WORDS for m in re.finditer(pat, text or '')})
+
 def prose(md):
     "Markdown without fenced code, inline code and link targets: what a reader reads as sentences."
     md = re.sub(r'(?ms)^\s*(`{3,}|~{3,}).*?^\s*\1', '', md)

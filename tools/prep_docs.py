@@ -15,8 +15,8 @@ step applies them and writes each notebook as a markdown page:
 - `#| moving-api: the batch helpers may change` puts a "May change" note above a cell whose API may change;
 - outputs: markdown as markdown (tables become tables; a missing value reads "—"), HTML (DataFrames) as HTML, text
   as a preformatted block (a one-line Python literal wider than the column pretty-printed, `fit_output`; a
-  line still wider wraps), images as files next to the page (at most `MAX_IMG_PX` wide) with the cell's
-  `#| fig-alt:` or the output's text as alt text;
+  line still wider wraps), images as files next to the page (at most `MAX_IMG_PX` wide, PNGs in 256 colours) with the cell's
+  `#| fig-alt:` or the output's text as alt text, each a link to itself at full size (a phone reader zooms it);
 - ```` ```mermaid ```` diagrams drawn to inline SVG now, by the pinned Mermaid in headless Chromium
   (`inline_diagrams`): no page loads a diagram library;
 - links to notebooks (`06_guard_contract.ipynb#anchor`) point to their pages; upstream citations
@@ -25,38 +25,43 @@ step applies them and writes each notebook as a markdown page:
   on stderr: `hash_digit_lines`).
 
 Pages are named as nbdev names them (`01_lookahead.ipynb` -> `lookahead.html`). The nav is one explicit map:
-the start pages, the six fixes' pages and the pages beyond the six by name (`NAV`, in that order), then every
-other notebook by its floor, the first digit of its number (`FLOORS`, in file order), so a new notebook slots
-in by its number (tools/renumber.py names the floors).
+a deployer's path first (am I affected, the findings, explain, the audit, the plugin), the six fixes' pages and the
+pages beyond the six by name (`NAV`, in that order), then every other notebook by its floor, the first digit of its
+number (`FLOORS`: the experiments, then the engine and the kit), so a new notebook slots in by its number
+(tools/renumber.py names the floors). The home page's list of pages is the same map (`pages_list`).
 """
 import ast, base64, html, io, json, pprint, re, shutil, sys, yaml
 from nbdev.config import nbpath2html
 from pathlib import Path
+from urllib.parse import quote_plus
 
 UPSTREAM = 'https://github.com/vllm-project/vllm'
 UPSTREAM_TAG = 'v0.33.0'  # cited upstream files link to this release's tree
 MAX_IMG_PX = 1600         # twice the content column: sharp on a high-density screen, no larger
 
-NAV = [  # (nav section, its pages by name: the notebook's name without its number), first, in this order
-    ('Start here', ['pd_meets_spec', 'glossary']),
-    ('The six fixes', ['lookahead', 'prefill_backoff', 'truncation_ordering', 'dflash_slots', 'gdn_decode_detection',
-                       'triton_kernel_guard']),
+FIXES = ['lookahead', 'prefill_backoff', 'truncation_ordering', 'dflash_slots', 'gdn_decode_detection',
+         'triton_kernel_guard']  # the six fixes' pages, fix 1 to fix 6
+AFFECTED = ('Am I affected?', 'index.html#if-you-run-pd-with-a-drafter')  # the home page's table, first in the nav
+NAV = [  # (nav section, its pages by name: the notebook's name without its number, or `AFFECTED`), first, in this order
+    ('If you deploy P/D with a drafter', [AFFECTED, 'findings', 'explain', 'audit', 'plugin', 'use', 'glossary']),
+    ('The six fixes', ['pd_meets_spec', *FIXES]),
     ('Beyond the six', ['draft_groups', 'state_slots', 'draft_accounting', 'connector_lookup', 'waiting_queue',
                         'lookahead_hashes', 'lookahead_hashes_experiment']),
 ]
-FLOORS = [  # (nav section, the first digit of the notebook's number) for every other numbered notebook, in file order
+FLOORS = [  # (nav section, the first digit of the notebook's number) for every other numbered notebook: the fixes'
+    ('Experiments', '5'),                 # experiments, then the engine and the kit a reader of the code goes to
+    ('Experiments', '6'),
+    ('Engine', '3'),
+    ("Experiments' kit", '4'),
     ('Config and contracts', '0'),
     ('Model', '1'),
     ('Kernels', '2'),
-    ('Engine', '3'),
-    ("Experiments' kit", '4'),
-    ('Experiments', '5'),
-    ('Experiments', '6'),
-    ('Audit, plugin and explain', '7'),
+    ('Audit harness and probes', '7'),
     ('Command line', '8'),
     ('Findings and use', '9'),
 ]
 SECTIONS = list(dict.fromkeys([s for s, _ in NAV] + [s for s, _ in FLOORS]))  # the nav's sections, in order
+API = ('API index', 'api.html')  # a page made from nbdev's symbol index (`api_page`), last in the nav
 
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)\s*:?\s*(.*)$')
 _ANSI = re.compile(r'\x1B(?:[@-Z\\-_]|\[[0-?]*[ -/]*[@-~])')
@@ -90,6 +95,37 @@ def _nav_key(nb_name):
     "Sort key of a notebook within its section: a named page by its place in `NAV`, other pages by file name."
     pages = next((pages for s, pages in NAV if page_stem(nb_name) in pages), None)
     return (pages.index(page_stem(nb_name)) if pages else 0, nb_name)
+
+def nav_order(nb_names:list)->list:
+    """[(section, [entry])] of the site's nav for notebook file names, in order: an entry is a notebook's name, or
+    `AFFECTED` (a link into the home page); the home page itself (unnumbered) is not in a section."""
+    groups = {}
+    for n in sorted(nb_names, key=_nav_key):
+        if section(n): groups.setdefault(section(n), []).append(n)
+    for sec, pages in NAV:  # links into a page sit where NAV puts them
+        for i, p in enumerate(pages):
+            if isinstance(p, tuple) and sec in groups: groups[sec].insert(i, p)
+    return [(s, groups[s]) for s in SECTIONS if s in groups] + [('Reference', [API])]
+
+def title_of(nb:dict, name:str)->str:
+    "A notebook's title: its front matter's, else its first `# ` heading, else its name."
+    for c in nb['cells']:
+        src = _text(c['source'])
+        if c['cell_type'] == 'raw' and src.startswith('---'): return (yaml.safe_load(src.strip().strip('-')) or {}).get('title', name)
+        m = re.match(r'#\s+(.+)', src.strip()) if c['cell_type'] == 'markdown' else None
+        if m: return m.group(1).strip()
+    return name
+
+def pages_list(nbs_dir, ext:str='.html')->str:
+    "The home page's list of pages, in the nav's order (`nav_order`): one bullet per section, its pages' titles linked."
+    nbs = {p.name: p for p in Path(nbs_dir).glob('*.ipynb')}
+    out = []
+    for sec, entries in nav_order(list(nbs)):
+        links = [f'[{t}]({u.replace(".html", ext) if not u.startswith("index") else "#" + u.split("#")[1]})' if isinstance(e, tuple) else
+                 f'[{nav_title(title_of(json.loads(nbs[e].read_text()), e), e)}]({Path(page_name(e)).stem}{ext})'
+                 for e in entries for t, u in [e if isinstance(e, tuple) else (None, None)]]
+        out.append(f'- **{sec}**: ' + ' · '.join(links))
+    return '\n'.join(out)
 
 def page_name(nb_path):
     "nbdev's html name for a notebook (`nbdev.config.nbpath2html`), as a notebook file name."
@@ -179,8 +215,9 @@ class Page:
         fn = f'img/{Path(self.name).stem}-{len(self.images)+1}.{ext}'
         self.images[fn] = raw
         if not alt: self.missing_alt.append(fn)
-        w = f' width="{width}"' if width else ''
-        return f'<img class="nb-figure" src="{fn}" alt="{html.escape(alt or "figure", quote=True)}"{w} loading="lazy">\n'
+        w, a = f' width="{width}"' if width else '', html.escape(alt or "figure", quote=True)
+        return (f'<a class="nb-zoom" href="{fn}" title="The figure at full size">'  # a tap on a phone opens it, to zoom
+                f'<img class="nb-figure" src="{fn}" alt="{a}"{w} loading="lazy"></a>\n')
 
     def output(self, o, alt=None):
         "Markdown for one output."
@@ -308,14 +345,16 @@ def fit_output(text, cols=OUTPUT_COLS):
     return out, max(map(len, out.split('\n'))) > cols
 
 def _fit_png(raw, width):
-    "PNG bytes no wider than `MAX_IMG_PX` (downscaled with Pillow), and the display width to give it."
+    """PNG bytes no wider than `MAX_IMG_PX` (downscaled with Pillow), in 256 colours (a plot's flat colours and their
+    antialiasing fit them; the file is about a quarter the size), and the display width to give it."""
     from PIL import Image
     im = Image.open(io.BytesIO(raw))
-    if im.width <= MAX_IMG_PX: return raw, width
-    h = round(im.height * MAX_IMG_PX / im.width)
+    if im.width > MAX_IMG_PX:
+        im, width = im.resize((MAX_IMG_PX, round(im.height * MAX_IMG_PX / im.width)), Image.LANCZOS), \
+                    round(float(width) * MAX_IMG_PX / im.width) if width else None
     buf = io.BytesIO()
-    im.resize((MAX_IMG_PX, h), Image.LANCZOS).save(buf, 'PNG', optimize=True)
-    return buf.getvalue(), round(float(width) * MAX_IMG_PX / im.width) if width else None
+    im.convert('RGB').quantize(colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE).save(buf, 'PNG', optimize=True)
+    return (buf.getvalue() if len(buf.getvalue()) < len(raw) else raw), width
 
 def nb_page(nb, name):
     "(Page, markdown, title) for a processed notebook `nb` published as `name` (`lookahead.md`)."
@@ -325,6 +364,58 @@ def nb_page(nb, name):
         if fm: title = fm.get('title')
         if md.strip(): parts.append(md)
     return page, '\n'.join(parts), title
+
+# ---- every symbol: its source and an issue link; the API index ----
+
+ROOT = Path(__file__).resolve().parents[1]
+
+def symbols()->dict:
+    "nbdev's symbol index (`vllm_pd_spec/_modidx.py`): {module: {qualified name: (page#anchor, source file)}}, and its settings."
+    return ast.literal_eval((ROOT/'vllm_pd_spec'/'_modidx.py').read_text().split('=', 1)[1])
+
+def _line(path:str, name:str)->int|None:
+    "The line of `path` that defines `name` (its last dotted part: a def, a class or an assignment), or None."
+    last = name.split('.')[-1]
+    pat = re.compile(rf'^\s*(?:async\s+def|def|class)\s+{re.escape(last)}\b|^{re.escape(last)}\s*[:=]')
+    try: lines = (ROOT/path).read_text().splitlines()
+    except OSError: return None
+    return next((i for i, l in enumerate(lines, 1) if pat.match(l)), None)
+
+def symbol_links()->dict:
+    "{(page stem, heading anchor): markdown links to the symbol's source and to a new issue about it}."
+    idx = symbols(); git = idx['settings']['git_url']; branch = idx['settings'].get('branch', 'main')
+    out = {}
+    for syms in idx['syms'].values():
+        for qual, (doc, path) in syms.items():
+            page, _, anchor = doc.partition('#')
+            n = _line(path, qual)
+            title = quote_plus(f'{qual}: ')
+            out[(Path(page).stem, anchor)] = (f'[source]({git}/blob/{branch}/{path}' + (f'#L{n}' if n else '') + ')'
+                                              f' · [report an issue]({git}/issues/new?title={title})')
+    return out
+
+def add_symbol_links(md:str, page:str, links:dict)->str:
+    "Markdown whose API headings (`### name`, from `show_doc`) are followed by the symbol's source and issue links."
+    def one(m):
+        from mkdocs_hooks import slugify
+        got = links.get((page, slugify(m.group(1).replace('`', ''))))
+        return m.group(0) + (f'\n\n{got}\n{{: .nb-symbol }}' if got else '')
+    return re.sub(r'^#{3,4} (\S+)$', one, md, flags=re.M)
+
+def headings(md:str)->set:
+    "The anchors of a page's API headings (`### name`, as `show_doc` writes them)."
+    from mkdocs_hooks import slugify
+    return {slugify(m.group(1).replace('`', '')) for m in re.finditer(r'^#{3,4} (\S+)$', md, re.M)}
+
+def api_page(documented:set)->str:
+    "The API index: every public name of the package that a page documents (`documented`: (page stem, anchor)), by module."
+    out = ['# API index', '', 'Every public name of the package, by module, linked to the page that documents it (from nbdev\'s',
+           'symbol index); each entry there links its source and a new issue about it.', '{: .nb-lead }', '']
+    for mod, syms in sorted(symbols()['syms'].items()):
+        names = [(q[len(mod) + 1:], doc) for q, (doc, _) in syms.items()
+                 if not q.split('.')[-1].startswith('_') and (Path(doc.split('#')[0]).stem, doc.partition('#')[2]) in documented]
+        if names: out += [f'## `{mod}`', '', ' · '.join(f'[`{n}`]({own_links(f"]({d})")[2:-1]})' for n, d in names), '']
+    return '\n'.join(out)
 
 # ---- diagrams, drawn when the site is built ----
 
@@ -367,20 +458,22 @@ def prep(src_dir, dst_dir):
     pages = dst_dir/'pages'
     shutil.rmtree(pages, ignore_errors=True)
     (pages/'img').mkdir(parents=True)
-    nav, groups, mds = [], {}, {}
-    for p in sorted(src_dir.glob('*.ipynb'), key=lambda p: (p.name != 'index.ipynb', _nav_key(p.name))):
+    entries, mds = {}, {}
+    for p in sorted(src_dir.glob('*.ipynb')):
         name = Path(page_name(p)).with_suffix('.md').name
         nb = json.loads(p.read_text())
         page, mds[name], title = nb_page(nb, name)
         for line in (l for c in nb['cells'] if c['cell_type'] == 'markdown' for l in hash_digit_lines(_text(c['source']))):
             print(f'{p.name}: a line starts with # and a digit (shown as prose, not a heading): {line[:60]!r}', file=sys.stderr)
         for fn, raw in page.images.items(): (pages/fn).write_bytes(raw)
-        entry = {('Overview' if name == 'index.md' else nav_title(title, name[:-3])): name}
-        sec = section(p.name)
-        if sec is None: nav.append(entry)
-        else: groups.setdefault(sec, []).append(entry)
-    nav += [{s: groups[s]} for s in SECTIONS if s in groups]
-    for name, md in inline_diagrams(mds).items(): (pages/name).write_text(md)
+        entries[p.name] = {('Overview' if name == 'index.md' else nav_title(title, name[:-3])): name}
+    nav = [e for n, e in entries.items() if section(n) is None]
+    link = lambda t, u: {t: u[:-len('.html')] + '.md' if (t, u) == API else u}  # the API index is a page of the site
+    nav += [{sec: [link(*e) if isinstance(e, tuple) else entries[e] for e in es]} for sec, es in nav_order(list(entries))]
+
+    links = symbol_links()
+    for name, md in inline_diagrams(mds).items(): (pages/name).write_text(add_symbol_links(md, name[:-3], links))
+    (pages/'api.md').write_text(api_page({(name[:-3], a) for name, md in mds.items() for a in headings(md)}))
     shutil.copy(Path(__file__).parent/'extra.css', pages/'extra.css')
     cfg = {'INHERIT': str(Path('mkdocs.yml').resolve()), 'docs_dir': str(pages.resolve()), 'nav': nav,
            'extra_css': ['extra.css'], 'hooks': [str(Path(__file__).resolve().parent/'mkdocs_hooks.py')],
@@ -416,8 +509,9 @@ def readme(index_nb, dst):
         d, body = split_directives(src)
         if _false(d, 'include') or 'hide' in d: continue
         if not _false(d, 'echo') and body.strip(): out.append(f'```python\n{body}\n```\n')
-        txt = '' if _false(d, 'output') else ''.join(_out_text(o) for o in c.get('outputs', [])).rstrip()
-        if txt: out.append(own_links(txt, '.html') + '\n' if txt.lstrip().startswith('|') else f'```\n{txt}\n```\n')
+        for o in ([] if _false(d, 'output') else c.get('outputs', [])):  # markdown as markdown, printed text as a block
+            txt = _out_text(o).rstrip()
+            if txt: out.append(own_links(txt, '.html') + '\n' if 'text/markdown' in o.get('data', {}) else f'```\n{txt}\n```\n')
     md = re.sub(r'\]\((?!https?:|#|/)([\w./-]+\.html)', r'](docs/\1', '\n'.join(out))
     Path(dst).write_text(md)
 

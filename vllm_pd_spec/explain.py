@@ -556,7 +556,8 @@ def _remedy(nb:str, r:dict, d:dict, spec, model, release:str, connectors:list, p
     if not plugin and load_audit(release, True) is not None and \
        _page_states(_key_states(r, release_forms(release, connectors, True), d, spec, model)).get(nb) == 'ok':
         return dict(kind='plugin', text=f"enable this project's plugin ({page('nbs/71_plugin.ipynb')['title']}): "
-                    f"pip install vllm-pd-spec next to vLLM {release}, and {ENV}=1 on the prefill and the decode instances")
+                    f"install this package next to vLLM {release} (`pip install .` in a clone, or the wheel `make wheel` builds), "
+                    f"and {ENV}=1 on the prefill and the decode instances")
     for newer in [v for v in supported_releases() if release_key(v) > release_key(release)]:
         if _page_states(_key_states(r, release_forms(newer, connectors), d, spec, model)).get(nb) == 'ok':
             return dict(kind='upgrade', release=newer, text=f'upgrade to vLLM {newer}')

@@ -119,7 +119,15 @@ def engine_process(role:str, # 'prefill' or 'decode'
                    build_kw:dict|None=None, # arguments for `build`
                    transport_kw:dict|None=None, # `NixlTransport` arguments (timeouts, faults)
                   ):
-    "Run one engine with its own NIXL agent until the proxy says stop; report outputs and counters."
+    "Run one engine with its own NIXL agent until the proxy says stop; report outputs and counters. An error ends the process with status 1."
+    try: _serve_engine(role, conn, build, build_kw, transport_kw)
+    except BaseException:
+        import sys, traceback
+        traceback.print_exc(); sys.stderr.flush(); os._exit(1)  # at once: the proxy sees the exit, and UCX's teardown is skipped
+    os._exit(0)  # skip interpreter teardown: UCX may assert while tearing down a connection to a dead peer
+
+def _serve_engine(role:str, conn, build, build_kw:dict|None, transport_kw:dict|None):
+    "`engine_process`'s work: build the engine and its agent, hand over the metadata, serve the proxy's requests, report."
     engine_id, device = f'{role}-0', (build_kw or {}).get('device', 'cpu')
     if 'cuda' in str(device): torch.cuda.set_device(device); torch.zeros(1, device=device)  # a CUDA context before the agent
     transport = NixlTransport(engine_id, **(transport_kw or {}))
@@ -142,9 +150,23 @@ def engine_process(role:str, # 'prefill' or 'decode'
                               failures=engine.worker.failures, spec=dict(vars(scheduler.spec_decoding_stats)),
                               spec_drafted=dict(vars(scheduler.spec_decoding_stats_drafted)))))
     conn.close()
-    os._exit(0)  # skip interpreter teardown: UCX may assert while tearing down a connection to a dead peer
 
 # %% ../../nbs/39a_nixl_pd.ipynb #a5871858
+def _handshake(conn, # the proxy's end of the engine's pipe
+               proc, # the engine's process
+               role:str, # 'prefill' or 'decode', for the error
+               start_s:float, # how long it may take
+              )->bytes:
+    "The engine's NIXL metadata, waited for while its process lives (on a loaded machine a start takes long); one that exits first fails at once."
+    t_end = time.monotonic() + start_s
+    while not conn.poll(0.5) and proc.is_alive() and time.monotonic() < t_end: pass
+    try:
+        if conn.poll(0): return conn.recv()[1]
+    except (EOFError, OSError):  # its end of the pipe closed: it is exiting
+        proc.join(10); raise RuntimeError(f'the {role} engine exited with status {proc.exitcode} before its handshake') from None
+    if not proc.is_alive(): raise RuntimeError(f'the {role} engine exited with status {proc.exitcode} before its handshake')
+    raise TimeoutError(f'the {role} engine did not start within start_s={start_s:g} s')
+
 def run_pd_nixl(prompts:dict, # request id -> prompt token ids
                 max_tokens:int=4, # output tokens per request
                 p_kw:dict|None=None, # P's `NixlTransport` arguments
@@ -152,7 +174,8 @@ def run_pd_nixl(prompts:dict, # request id -> prompt token ids
                 build=build_toy_engine, # module-level engine builder (see `engine_process`)
                 build_kw:dict|None=None, # its arguments, for both engines
                 devices:tuple|None=None, # P's and D's `device` build argument (e.g. ('cuda:0', 'cuda:1'))
-                deadline_s:float=120.0, # give up the whole run after this long
+                deadline_s:float=120.0, # give up the whole run after this long (counted once both engines started)
+                start_s:float=600.0, # each engine's start (spawn, imports, the engine, its agent) may take this long
                )->dict:
     "Run a P/D pair in two spawned processes over NIXL; outputs per request and each side's report."
     import multiprocessing as mp
@@ -163,8 +186,10 @@ def run_pd_nixl(prompts:dict, # request id -> prompt token ids
     D = ctx.Process(target=engine_process, args=('decode', dc_child, build, kw[1], d_kw), daemon=True)
     P.start(); D.start()
     pc_child.close(); dc_child.close()  # so that a dead engine reads as EOF here
-    assert pc.poll(60) and dc.poll(60), 'an engine did not start'
-    pmd, dmd = pc.recv()[1], dc.recv()[1]
+    try: pmd, dmd = _handshake(pc, P, 'prefill', start_s), _handshake(dc, D, 'decode', start_s)
+    except Exception:
+        for x in (P, D): x.kill()
+        raise
     pc.send(('md', dmd)); dc.send(('md', pmd))
     for rid, p in prompts.items(): pc.send(('add', rid, p, 1, make_kv_transfer_params(do_remote_decode=True)))
     outs, reports, sent_to_d, p_alive, t_end = {}, {}, set(), True, time.monotonic() + deadline_s

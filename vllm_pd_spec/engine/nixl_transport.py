@@ -84,10 +84,10 @@ def decode_metadata(raw:bytes)->dict:
     return d
 
 def encode_pub(request_id:str, engine_id:str, digests:dict, slot:int|None, layout:list, state_digests:tuple,
-               token:str|None=None)->bytes:
-    "P's publication: what D needs to read and check a request's blocks and states, and the token its notices must carry."
+               token:str|None=None, changed:bool=False)->bytes:
+    "P's publication: what D needs to read and check a request's blocks and states, the token its notices must carry, and whether P found a block it read changed."
     return _pack(PUB, request_id=request_id, engine_id=engine_id, digests=[[p, b, s] for (p, b), s in digests.items()],
-                 slot=slot, layout=[list(e) for e in layout], state_digests=list(state_digests), token=token)
+                 slot=slot, layout=[list(e) for e in layout], state_digests=list(state_digests), token=token, changed=changed)
 
 def _token(x)->bool: return type(x) is str and len(x) == 16 and all(c in '0123456789abcdef' for c in x)
 
@@ -108,8 +108,10 @@ def decode_pub(raw:bytes, slot_bytes:int)->dict:
     sd = d.get('state_digests')
     _need(isinstance(sd, list) and all(type(x) is str for x in sd) and len(sd) == len(lay), 'state_digests', 'a str per state')
     _need(d.get('token') is None or _token(d['token']), 'token', 'nil or 16 hex digits')
+    _need(type(d.get('changed', False)) is bool, 'changed', 'a bool')
     return dict(request_id=d['request_id'], engine_id=d['engine_id'], digests={(p, b): s for p, b, s in dig}, slot=d['slot'],
-                layout=[(n, o, nb, dt, tuple(sh), g) for n, o, nb, dt, sh, g in lay], state_digests=tuple(sd), token=d.get('token'))
+                layout=[(n, o, nb, dt, tuple(sh), g) for n, o, nb, dt, sh, g in lay], state_digests=tuple(sd), token=d.get('token'),
+                changed=d.get('changed', False))
 
 def encode_notice(kind:bytes, request_id:str, token:str|None=None)->bytes:
     "D's `done`, `fail`, `crpt` or `want` for a request, with the publication's token (if D saw it)."
@@ -247,10 +249,13 @@ def _drain(self:NixlTransport):
 @patch
 def _publish(self:NixlTransport, request_id:str, block_ids:tuple, states:dict|None, block_hashes:tuple=()):
     "P: checksums of every block (a full block's as recorded when first published) and state, states staged, the publication sent."
-    digests = {}
+    self._wanted.pop(request_id, None)  # a want that came first (one without states goes at once, wanted or not) is answered now
+    digests, changed = {}, set()
     for p, (n, t) in self.tensors.items():
         for i, b in enumerate(block_ids[self.groups[n]]):
-            if b: digests[(p, b)] = recorded_digest(self.block_digests, (p, b), t[b], block_hashes[i] if i < len(block_hashes) else None)
+            if b: digests[(p, b)] = recorded_digest(self.block_digests, (p, b), t[b], block_hashes[i] if i < len(block_hashes) else None, changed)
+    if changed:  # a block it read changed after its checksum: P uncaches now, D's read fails (no states staged for it)
+        self.corrupt_out.add(request_id); self.stats['changed_on_p'] += 1; states = None
     slot, layout, sdig = None, [], ()
     if states:
         raws = {name: torch.as_tensor(states[name]).detach().contiguous() for name in sorted(states)}
@@ -268,7 +273,7 @@ def _publish(self:NixlTransport, request_id:str, block_ids:tuple, states:dict|No
     self._released.pop(request_id, None)
     if self.faults.get(request_id) == 'corrupt':  # after the checksum: the bytes on the wire differ
         p, b = next(iter(digests)); self.tensors[p][1][b].view(-1)[0] += 1; self.stats['injected_corrupt'] += 1
-    self._send(encode_pub(request_id, self.engine_id, digests, slot, layout, sdig, token))
+    self._send(encode_pub(request_id, self.engine_id, digests, slot, layout, sdig, token, bool(changed)))
     if self.faults.get(request_id) == 'exit':  # P dies with D's read still ahead
         self.stats['injected_exit'] += 1; os._exit(17)
 
@@ -324,9 +329,10 @@ def _on_notice(self:NixlTransport, kind:str, rid:str, token:str|None, now:float)
     "P: D's `done`, `fail` or `crpt`: release the publication it names (its token must match), remember a `fail` that came first; a `want`: publish it first."
     self.stats[f'p_{kind}'] += 1
     if kind == 'want':  # D is reading it now: it goes before requests D has not admitted (wants are bounded in count)
-        if rid in self.published or rid in self._wanted: return
-        while len(self._wanted) >= self.max_pending: del self._wanted[next(iter(self._wanted))]; self.stats['dropped_wants'] += 1
-        self._wanted[rid] = now + self.lease_s; return
+        if rid in self.published or rid in self._released: self.stats['stale_want'] += 1; return  # a repeat that crossed its publication
+        while rid not in self._wanted and len(self._wanted) >= self.max_pending:
+            del self._wanted[next(iter(self._wanted))]; self.stats['dropped_wants'] += 1
+        self._wanted[rid] = now + self.lease_s; return  # a repeated want keeps its place and starts its lease again
     pub = self.published.get(rid)
     if pub is not None:
         if token != pub['token'] and not (kind == 'fail' and token is None):  # not from the reader of this publication
@@ -462,7 +468,8 @@ def read_blocks(self:NixlTransport, engine_id, request_id, local_block_ids, remo
         self._poll()
         if time.monotonic() > st['deadline']: return self._fail(st, request_id, 'timeout')
         pub = st.get('pub') or self.pubs_in.get((remote_engine_id, remote_request_id))
-        if pub is None and not st.get('wanted'): self._want(st)
+        if pub is not None and pub['changed']: return self._fail(st, request_id, 'checksum')  # P found a block it read changed
+        if pub is None and time.monotonic() - st.get('wanted', float('-inf')) >= self.lease_s / 6: self._want(st)  # again while it waits
         if 'handle' not in st:
             if pub is None or not self._post(st, pub, request_id): return None
             st['pub'] = pub  # kept with the read: the publication may age out of `pubs_in` while the READ runs
@@ -479,8 +486,8 @@ def read_blocks(self:NixlTransport, engine_id, request_id, local_block_ids, remo
 
 @patch
 def _want(self:NixlTransport, st:dict):
-    "D: tell P that it is reading this request now (P publishes wanted requests first; once per read)."
-    st['wanted'] = True
+    "D: tell P that it is reading this request now (P publishes wanted requests first); sent again every `lease_s / 6` while no publication came."
+    st['wanted'] = time.monotonic()
     peer = self.peers.get(st['remote_engine_id']) if _ident(st['remote_engine_id']) and _ident(st['remote_request_id']) else None
     if peer is None: return
     try: self.agent.send_notif(peer['name'], encode_notice(WANT, st['remote_request_id']))

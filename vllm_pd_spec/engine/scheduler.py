@@ -78,7 +78,8 @@ class Scheduler:
         self.num_preemptions: int = 0  # requests preempted (freed and sent back to WAITING), over the engine's life
         self.num_recomputed_loads: int = 0  # failed loads sent back to WAITING (kv_load_failure_policy="recompute")
         self.num_ignored_kv_notices: int = 0  # transfer notices for no request waiting on that transfer (upstream asserts)
-        self.num_uncached_corrupt: int = 0  # P: requests whose blocks left the prefix cache because D's checksum failed
+        self.num_uncached_corrupt: int = 0  # P: requests whose blocks left the prefix cache because a block was found changed
+        self.kv_suspect: set = set()  # P: requests holding a block found changed: out of the prefix cache, they cache no more
 
     def add_request(self, request:Request):
         "Queue a new request; the connector's `on_new_request` runs first (fix 3's fixed position)."
@@ -116,6 +117,7 @@ def _preempt_request(self:Scheduler, request:Request):
     request.num_computed_tokens = 0
     request.spec_token_ids = []
     request.num_preemptions += 1; self.num_preemptions += 1
+    self.kv_suspect.discard(request.request_id)  # it recomputes from a fresh lookup: the changed blocks are out of the cache
     self.waiting.appendleft(request)
 
 @patch
@@ -162,8 +164,8 @@ def _schedule_running(self:Scheduler,
         num_new_tokens = self._reserve_prefill_lookahead(request, request.num_computed_tokens, num_new_tokens)
         if num_new_tokens <= 0: req_index += 1; continue
         while True:
-            new_blocks = self.kv_cache_manager.allocate_slots(request, num_new_tokens,
-                                                              num_lookahead_tokens=self.num_lookahead_tokens)
+            new_blocks = self.kv_cache_manager.allocate_slots(request, num_new_tokens, num_lookahead_tokens=self.num_lookahead_tokens,
+                                                              delay_cache_blocks=request.request_id in self.kv_suspect)
             if new_blocks is not None: break
             preempted_req = self.running.pop()  # lowest priority under FCFS: the last admitted
             self._preempt_request(preempted_req); preempted_reqs.append(preempted_req)
@@ -376,7 +378,7 @@ def _free_blocks(self:Scheduler, request:Request):
     "Give the request's blocks back and forget it."
     self.kv_cache_manager.free(request)
     self._req_block_ids_seen.pop(request.request_id, None)
-    self.finished_recving_kv_req_ids.discard(request.request_id)
+    self.finished_recving_kv_req_ids.discard(request.request_id); self.kv_suspect.discard(request.request_id)
     del self.requests[request.request_id]
 
 @patch
@@ -432,10 +434,17 @@ def _update_from_kv_xfer_finished(self:Scheduler, kv_connector_output:KVConnecto
 
 @patch
 def _uncache_blocks(self:Scheduler, request:Request):
-    "Drop the request's blocks from the prefix cache (they stay allocated): no later request hits them."
-    for group in self.kv_cache_manager.get_blocks(request.request_id).blocks:
-        for block in group: self.kv_cache_manager.block_pool._maybe_evict_cached_block(block)
-    self.num_uncached_corrupt += 1
+    "Drop the request's blocks from the prefix cache (they stay allocated), and those of every request holding one of them: no later request hits them."
+    # A request that holds one of them may have computed over a changed block: its own blocks are suspect too, and it
+    # caches no more (its publication fails P's own check, `recorded_digest`'s `changed`, so D recomputes it).
+    kvm = self.kv_cache_manager
+    suspect = {b.block_id for g in kvm.get_blocks(request.request_id).blocks for b in g if not b.is_null}
+    for req_id in self.requests:
+        groups = kvm.get_blocks(req_id).blocks
+        if req_id != request.request_id and not any(b.block_id in suspect for g in groups for b in g): continue
+        for group in groups:
+            for block in group: kvm.block_pool._maybe_evict_cached_block(block)
+        if req_id not in self.kv_suspect: self.kv_suspect.add(req_id); self.num_uncached_corrupt += 1
 
 @patch
 def update_from_output(self:Scheduler, scheduler_output:SchedulerOutput, model_runner_output:ModelRunnerOutput)->list:

@@ -33,12 +33,16 @@ def recorded_digest(records:dict, # key -> (block hash, digest): P's checksums, 
                     key, # (cache, block id) on P
                     block, # the block's bytes now
                     block_hash=None, # the block's content key (its prefix-cache hash); None: a partial block, checksummed now
+                    changed:set|None=None, # P's own check: `key` is added when the block's bytes no longer match its record
                    )->str:
     "The checksum P recorded when it first published the block under `block_hash`, else computed now (and recorded)."
-    if block_hash is None: return digest(block)
+    d = digest(block)
+    if block_hash is None: return d
     r = records.get(key)
-    if r is not None and r[0] == block_hash: return r[1]
-    d = digest(block); records[key] = (block_hash, d)
+    if r is not None and r[0] == block_hash:
+        if d != r[1] and changed is not None: changed.add(key)  # changed since: what P computed over it is suspect too
+        return r[1]
+    records[key] = (block_hash, d)
     return d
 
 def _copy_rows(dst, dst_ids:list, src, src_ids:list):
@@ -135,10 +139,12 @@ class LocalTransport(KVTransport):
         if self.claims.pop((engine_id, request_id), None) is not None:  # the reader gave up already: release at once
             self.notifs.setdefault(engine_id, set()).add(request_id); self.stats['released_on_publish'] += 1; return
         snap = {n: (s.clone() if hasattr(s, 'clone') else s.copy()) for n, s in (states or {}).items()}
-        src, rec = self.caches[engine_id], self.block_digests  # a full block's checksum is the one recorded when first published
-        digests = {(p, b): recorded_digest(rec, (engine_id, p, b), t[b], block_hashes[i] if i < len(block_hashes) else None)
+        src, rec, changed = self.caches[engine_id], self.block_digests, set()  # a full block's checksum: the one recorded when first published
+        digests = {(p, b): recorded_digest(rec, (engine_id, p, b), t[b], block_hashes[i] if i < len(block_hashes) else None, changed)
                    for n, parts in src.items() for p, t in parts for i, b in enumerate(block_ids[self.groups[engine_id][n]]) if b}
-        self.published[(engine_id, request_id)] = (tuple(list(g) for g in block_ids), snap, self.clock() + self.lease_s, digests)
+        if changed:  # a block this request read (a prefix hit) changed after its checksum: what P computed over it is suspect
+            self.corrupt.setdefault(engine_id, set()).add(request_id); self.stats['changed_on_p'] += 1  # P uncaches now; D's read fails
+        self.published[(engine_id, request_id)] = (tuple(list(g) for g in block_ids), snap, self.clock() + self.lease_s, digests, bool(changed))
         if self.faults.get(request_id) == 'corrupt' and digests:  # injected: P's block changes after its checksum
             (p, b), t = next(iter(digests)), dict(x for parts in src.values() for x in parts)
             t[p][b].reshape(-1)[0] += 1; self.stats['injected_corrupt'] += 1
@@ -150,8 +156,8 @@ class LocalTransport(KVTransport):
             deadline = self.reads.setdefault((engine_id, request_id), self.clock() + self.timeout_s)
             if self.clock() <= deadline: return None
             return self.fail_read(engine_id, request_id, remote_engine_id, remote_request_id, 'timeout')
-        sent_ids, states, _, sent_digests = pub
-        why = _pairing_error(local_block_ids, remote_block_ids, sent_ids)
+        sent_ids, states, _, sent_digests, changed = pub
+        why = 'checksum' if changed else _pairing_error(local_block_ids, remote_block_ids, sent_ids)
         if why: return self.fail_read(engine_id, request_id, remote_engine_id, remote_request_id, why)
         del self.published[(remote_engine_id, remote_request_id)]; self.reads.pop((engine_id, request_id), None)
         rec = TransferRecord(request_id, remote_engine_id)
@@ -189,7 +195,7 @@ class LocalTransport(KVTransport):
         until = self.clock() + self.lease_s
         for key in remote:
             pub = self.published.get(key)
-            if pub is not None and pub[2] < until: self.published[key] = (*pub[:2], until, pub[3])
+            if pub is not None and pub[2] < until: self.published[key] = (*pub[:2], until, *pub[3:])
 
     def get_notifs(self, engine_id:str)->set:
         "Request ids whose published blocks were read, given up on, or whose lease ran out, since the last call."

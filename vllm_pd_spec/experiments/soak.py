@@ -174,9 +174,9 @@ def soak(requests:int=2000, # requests to send
          faults:tuple|None=None, # the faults to draw from (default: all the transport supports)
          max_outstanding:int=48, # no new burst while this many requests are in flight
          lease_s:float=2.0, # P: publication lease
-         timeout_s:float|None=None, # D: read deadline (default: 1 s of the loop's clock in-process, 60 s over NIXL)
+         timeout_s:float|None=None, # D: read deadline (default: 1 s of the loop's clock in-process, 20 s over NIXL)
          tick:float=0.01, # in-process seconds per loop iteration
-         watchdog:int=5000, # loop iterations without a request ending, with requests in flight, that fail the run (NIXL: seconds / 100)
+         watchdog:int=5000, # loop iterations without a request ending, with requests in flight, that fail the run (NIXL: seconds / 50)
          progress=None, # `progress(total)` -> a bar with `.update(n)` and `.set_postfix(**kw)`, or None
         )->dict:
     "Drive P/D pairs of every setting of `model` with the mix; the report (see `REPORT`)."
@@ -185,7 +185,7 @@ def soak(requests:int=2000, # requests to send
     faults = tuple(faults or (FAULTS if check_transport(transport) == 'local' else NIXL_FAULTS))
     pools = (d_blocks,) if isinstance(d_blocks, int) else tuple(d_blocks)
     segment = segment or (max(10, requests // (3 * len(configs))) if model != 'toy' else max(1, requests // 10))  # text: three rounds
-    timeout_s = timeout_s if timeout_s is not None else (1.0 if transport == 'local' else 60.0)
+    timeout_s = timeout_s if timeout_s is not None else (1.0 if transport == 'local' else 20.0)
     oracle, table, now = Oracle(), {}, [0.0]  # `now`: seconds as the loop counts them (the in-process transport's clock)
     counts, fault_counts, event_counts, coverage = Counter(), Counter(), Counter(), Counter()
     mismatched, dead, stalled, sent, t0 = [], None, None, 0, time.perf_counter()
@@ -285,7 +285,7 @@ def soak(requests:int=2000, # requests to send
                 if bar is not None and it % 50 == 0: bar.set_postfix(setting=key, in_flight=len(info), mismatched=len(mismatched), rss=f'{rss_mib():.0f}MiB')
                 busy = P.has_work() or D.has_work()
                 if stop and not info and not busy: break
-                if info and (it - state['last_end'] > watchdog if transport == 'local' else time.monotonic() - state['t_last'] > watchdog / 100):
+                if info and (it - state['last_end'] > watchdog if transport == 'local' else time.monotonic() - state['t_last'] > watchdog / 50):
                     stalled = dict(setting=key, iteration=it, in_flight=len(info), where=dict(Counter(i['where'] for i in info.values()))); break
                 if stop and not info:  # draining: let P's leases run out (in-process time jumps; over NIXL it passes)
                     if transport == 'local': now[0] += lease_s
@@ -339,7 +339,7 @@ def verdict(r:dict)->list:
     if any(r['leaked_blocks'].values()): bad.append(f"blocks leaked: {r['leaked_blocks']}")
     if r['held_transfers']: bad.append(f"{r['held_transfers']} transfers still held")
     warm, endm = r['rss_mib'].get('warm'), r['rss_mib'].get('end')
-    if warm is None or endm is None: bad.append('memory not checked: the run ended before its warm-up did (every setting served twice and '
+    if warm is None or endm is None: bad.append('memory not checked: the run ended before its warm-up did (every setting served twice and a tenth '
                                                  'of the requests); run more requests')
     elif endm > warm * (1 + RSS_BOUND): bad.append(f'memory grew {endm / warm - 1:.0%} after warm-up (bound {RSS_BOUND:.0%})')
     return bad
