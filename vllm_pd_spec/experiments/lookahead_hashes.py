@@ -6,7 +6,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/lookahead_hashes_experiment.ht
 
 # %% auto #0
 __all__ = ['BLOCK', 'K', 'SHARED_BLOCKS', 'TAIL', 'ARMS', 'LEGACY', 'CONNECTORS', 'METHODS', 'MODELS', 'SHAPES', 'QUICK', 'FULL',
-           'traffic', 'stale', 'serve_arm', 'oracle', 'setting_rows', 'paired', 'verdicts', 'summary', 'rows', 'run']
+           'traffic', 'BlockAuthors', 'stale', 'serve_arm', 'oracle', 'setting_rows', 'paired', 'verdicts', 'summary',
+           'rows', 'run']
 
 # %% ../../nbs/59f_lookahead_hashes_experiment.ipynb #3112a9ab
 import itertools, torch
@@ -14,7 +15,8 @@ from ..config import Fixes, SchedulerConfig, CacheConfig
 from ..contracts.lookahead import num_prefill_lookahead_tokens
 from ..contracts.draft_groups import needs_block_drop
 from ..contracts.lookahead_hashes import stale_blocks, hit_blocks
-from ..engine.llm_engine import PDPair, LLMEngine, make_config
+from ..engine.llm_engine import PDPair, LLMEngine, StepObserver, make_config
+from ..engine.kv_cache_manager import FullAttentionSpec
 from ..engine.transport import LocalTransport
 from ..model.drafters import load_model, model_prompts
 from .common import (Arm, arms, StepLog, pool_blocks, paired_diff, decides, sweep, SILENT,
@@ -37,39 +39,52 @@ def traffic(model_name:str, # the text model (its tokenizer)
            )->tuple:
     "`(writers, readers, shared)`: held-out prompts sharing their first `shared` tokens, differing at `shared`."
     shared = SHARED_BLOCKS * BLOCK + d
-    texts = model_prompts(model_name, 2 * num_readers + 2, shared + TAIL)
+    texts = model_prompts(model_name, 2 * num_readers + 2, shared + TAIL + 8)
+    tail = lambda t, w: next(t[o:o + TAIL] for o in range(8) if t[o] != w[shared])   # a reader's own next token, never the writer's
     if shape == 'multi-turn':   # turn one and its reply; the edited turn keeps the prompt and d tokens of the reply
-        writers = texts[:num_readers]
-        readers = [w[:shared] + t[:TAIL] for w, t in zip(writers, texts[num_readers:2 * num_readers])]
+        writers = [t[:shared + TAIL] for t in texts[:num_readers]]
+        readers = [w[:shared] + tail(t, w) for w, t in zip(writers, texts[num_readers:2 * num_readers])]
     else:   # one system prompt: a writer and the readers, each with its own question
-        system = texts[0][:shared]
-        writers, readers = [system + texts[1][:TAIL]], [system + t[:TAIL] for t in texts[2:2 + num_readers]]
-    pairs = [(writers[i] if shape == 'multi-turn' else writers[0], r) for i, r in enumerate(readers)]
-    for w, r in pairs: assert w[:shared] == r[:shared] and w[shared] != r[shared], 'the corpus gave a reader the writer\'s next token'
+        writers = [texts[0][:shared] + texts[1][:TAIL]]
+        readers = [writers[0][:shared] + tail(t, writers[0]) for t in texts[2:2 + num_readers]]
     return writers, readers, shared
 
 # %% ../../nbs/59f_lookahead_hashes_experiment.ipynb #cea3d06d
-def stale(writer:list, reader:list, hit_blocks:int, need:int)->int:
-    "Hit blocks whose `need` tokens after the block differ between the writer and the reader."
-    return sum(writer[(j + 1) * BLOCK:(j + 1) * BLOCK + need] != reader[(j + 1) * BLOCK:(j + 1) * BLOCK + need] for j in range(hit_blocks))
+class BlockAuthors(StepObserver):
+    "On P: the request that first cached each full-attention block, and the blocks each request's prefix hit reused."
+    def __init__(self, scheduler):
+        super().__init__(); self.scheduler, self.author, self.hit = scheduler, {}, {}
+        self.group = next(i for i, g in enumerate(scheduler.kv_cache_config.kv_cache_groups) if isinstance(g.kv_cache_spec, FullAttentionSpec))
+    def on_output(self, scheduler_output, model_runner_output, outputs):
+        m = self.scheduler.kv_cache_manager.managers[self.group]
+        for rid, req in self.scheduler.requests.items():
+            blocks = m.req_to_blocks.get(rid, [])
+            if rid not in self.hit and req.num_cached_tokens >= 0: self.hit[rid] = [b.block_id for b in blocks[:req.num_cached_tokens // BLOCK]]
+            for b in blocks[:m.num_cached_block.get(rid, 0)]: self.author.setdefault(b.block_id, rid)
 
-def serve_arm(arm:Arm, model, method:str, connector:str, writers:list, readers:list, max_tokens:int)->dict:
-    "One arm on one setting: readers' outputs, P's hits, the deployment's `(L, drop)` and D's per-request acceptance."
+def stale(authors:BlockAuthors, tokens:dict, rid:str, need:int)->int:
+    "Hit blocks of `rid` whose `need` tokens after the block differ between the request that computed it and `rid`."
+    window = lambda t, j: t[(j + 1) * BLOCK:(j + 1) * BLOCK + need]
+    return sum(window(tokens[authors.author[b]], j) != window(tokens[rid], j) for j, b in enumerate(authors.hit.get(rid, [])))
+
+def serve_arm(arm:Arm, model, method:str, connector:str, writers:list, readers:list, max_tokens:int, need:int)->dict:
+    "One arm on one setting: readers' outputs, P's hits and stale blocks, the deployment's `(L, drop)`, D's per-request acceptance."
     prompts = writers + readers
     n = pool_blocks(model, prompts, max_tokens, K, len(prompts))
     sched = SchedulerConfig(max_num_batched_tokens=max(512, sum(map(len, readers))), max_num_seqs=len(prompts))
     pair = PDPair(method, K, Fixes(), model, BLOCK, LocalTransport(), sched, CacheConfig(num_gpu_blocks=n), dtype=torch.float64,
                   kv_connector=connector, **arm.engine)
-    log = pair.D.add_observer(StepLog())
+    log, authors = pair.D.add_observer(StepLog()), pair.P.add_observer(BlockAuthors(pair.P.scheduler))
     pair.generate(writers, max_tokens)
     ids = [f'req-{len(writers) + i}' for i in range(len(readers))]
     outputs = pair.generate(readers, max_tokens)
+    tokens = dict(zip([f'req-{i}' for i in range(len(prompts))], prompts))
     s, conn = pair.P.scheduler, pair.P.scheduler.connector
     b = conn._prefill_backoff()
     first = lambda r: (log.drafted(r) or [None])[0]
     return dict(outputs=outputs, hits=[pair.P.finished[r].num_cached_tokens for r in ids], L=s.num_hash_lookahead_tokens,
                 drop=s.use_eagle_block_drop, p_tokens=[len(p) - b if len(p) > b else len(p) for p in readers],
-                acceptance=log.per_request(ids), first_accepted=[first(r) for r in ids])
+                acceptance=log.per_request(ids), first_accepted=[first(r) for r in ids], stale=[stale(authors, tokens, r, need) for r in ids])
 
 # %% ../../nbs/59f_lookahead_hashes_experiment.ipynb #fc33db51
 def oracle(model, prompts:list, max_tokens:int)->list:
@@ -85,12 +100,10 @@ def setting_rows(model, model_name:str, method:str, connector:str, shape:str, d:
     need = num_prefill_lookahead_tokens(make_config(method, K, model=model).speculative_config) if needs_block_drop(method) else 0
     rows = []
     for arm in arms_.values():
-        r = serve_arm(arm, model, method, connector, writers, readers, max_tokens)
+        r = serve_arm(arm, model, method, connector, writers, readers, max_tokens, need)
         for i, reader in enumerate(readers):
-            writer = writers[i] if shape == 'multi-turn' else writers[0]
-            hb = r['hits'][i] // BLOCK
             rows.append(dict(model=model_name, method=method, connector=connector, shape=shape, d=d, arm=arm.name, request=i,
-                             L=r['L'], drop=r['drop'], hit_tokens=r['hits'][i], stale_blocks=stale(writer, reader, hb, need),
+                             L=r['L'], drop=r['drop'], hit_tokens=r['hits'][i], stale_blocks=r['stale'][i],
                              contract_hit_blocks=hit_blocks(shared, r['p_tokens'][i], BLOCK, r['L'], r['drop']),
                              contract_stale_blocks=stale_blocks(shared, r['p_tokens'][i], BLOCK, r['L'], r['drop'], need),
                              mismatch=r['outputs'][i] != ref[i], acceptance=r['acceptance'][i], first_accepted=r['first_accepted'][i]))
