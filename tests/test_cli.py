@@ -81,3 +81,8 @@ def test_explain_reads_a_config_with_a_bom_and_a_large_inkling_quickly(tmp_path)
                                    text_config=dict(num_hidden_layers=100_000, local_layer_ids=list(range(0, 100_000, 2))))))
     t = time.perf_counter(); m = read_model_config(big)
     assert time.perf_counter() - t < 60 and len(m['labels']) >= 100_000  # quadratic, it took over 120 s
+
+def test_the_audit_says_that_it_runs_vllms_code():
+    "`audit --help` says that the audit executes the installed vLLM's functions, not only reads them."
+    r = cli('audit', '--help')
+    assert r.returncode == 0 and "runs vLLM's own functions" in ' '.join(r.stdout.split()), r.stdout

@@ -17,7 +17,8 @@ COMMANDS = {  # name: (module that implements it, one-line help)
     'info': ('vllm_pd_spec.cli', 'versions of python, torch, triton, nixl and vllm; CUDA; active fast paths; shipped models'),
     'explain': ('vllm_pd_spec.explain', 'your deployment (a vllm serve line, its config.json, the release): affected or not per page, and what to do'),
     'reproduce': ('vllm_pd_spec.reproduce', 'run the six experiments, fix off and on'),
-    'audit': ('vllm_pd_spec.audit.main', 'check the installed vLLM against the contracts'),
+    'audit': ('vllm_pd_spec.audit.main', "check the installed vLLM against the contracts (it imports vLLM and runs vLLM's own "
+              'functions, some statements lifted from their source, on the CPU)'),
     'bench': ('vllm_pd_spec.kernels.bench', 'benchmark or sweep the input-assembly kernel'),
     'soak': ('vllm_pd_spec.experiments.soak', 'drive P/D pairs of the text models (every drafter, k 1-4) or the toy with bursts, aborts and transfer faults; check every output, leak and memory'),
 }
