@@ -16,6 +16,8 @@ def test_block_hashes_chain_and_follow_truncation():
     h = list(r.block_hashes)
     assert len(h) == 3 and h[1] == hash_block_tokens(h[0], [4, 5, 6, 7])
     del r._all_token_ids[-1]
+    assert r.block_hashes == h   # eager hashes: a truncation says which ones it invalidated
+    r.truncate_block_hashes(4)
     assert r.block_hashes == h[:2]
 
 def test_pool_double_free_refused_and_eviction_order():

@@ -46,7 +46,7 @@ NAV = [  # (nav section, its pages by name: the notebook's name without its numb
     ('If you deploy P/D with a drafter', [AFFECTED, 'findings', 'explain', 'audit', 'plugin', 'use', 'glossary']),
     ('The six fixes', ['pd_meets_spec', *FIXES]),
     ('Beyond the six', ['draft_groups', 'state_slots', 'draft_accounting', 'connector_lookup', 'waiting_queue',
-                        'lookahead_hashes']),
+                        'lookahead_hashes', 'lookahead_hashes_experiment']),
 ]
 FLOORS = [  # (nav section, the first digit of the notebook's number) for every other numbered notebook: the fixes'
     ('Experiments', '5'),                 # experiments, then the engine and the kit a reader of the code goes to

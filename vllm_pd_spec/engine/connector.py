@@ -52,6 +52,7 @@ class PDConnectorScheduler:
         self._reqs_need_send: dict = {}
         self._send_block_hashes: dict = {}  # P: the content key of each sent block, for the checksum recorded with it
         self._heartbeats: dict = {}  # D: request id -> (remote engine id, remote request id) until its load lands (0.34.0)
+        self.truncates_block_hashes = True  # False: the named variant `untruncated_block_hashes` (P keeps its admission hashes)
 
     def _prefill_backoff(self)->int:
         "Prompt tokens P leaves for D: the contract (fix 2 on) or the Mamba-only legacy."
@@ -64,8 +65,11 @@ class PDConnectorScheduler:
         return backoff.remote_prefill_token_count(num_prompt_tokens, self._prefill_backoff())
 
     def _truncate_request_for_prefill(self, request:Request)->bool:
-        "P side: drop the backoff tail, once."
-        return backoff.truncate_request_for_prefill(request, self._prefill_backoff())
+        "P side: drop the backoff tail, once, and the block hashes it invalidated (0.34.0's NIXL and Mooncake)."
+        truncated = backoff.truncate_request_for_prefill(request, self._prefill_backoff())
+        if truncated and self.truncates_block_hashes:
+            request.truncate_block_hashes(self.block_size, self.vllm_config.num_hash_lookahead_tokens)
+        return truncated
 
 # %% ../../nbs/33_engine_connector.ipynb #4f716c53
 def _params(request:Request)->dict: return request.kv_transfer_params or {}

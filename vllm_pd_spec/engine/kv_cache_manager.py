@@ -120,9 +120,10 @@ class SingleTypeKVCacheManager:
         return new
 
     def cache_blocks(self, request:Request, num_tokens:int):
-        "Register the request's full blocks up to `num_tokens` in the prefix cache."
+        "Register the request's full blocks up to `num_tokens` that have a hash (a lookahead hash waits for its tokens)."
         rid = request.request_id
-        num_cached, num_full = self.num_cached_block.get(rid, 0), num_tokens // self.block_size
+        num_hashed_tokens = len(request.block_hashes) * self.block_size  # 0.34.0 `SingleTypeKVCacheManager.cache_blocks`
+        num_cached, num_full = self.num_cached_block.get(rid, 0), min(num_tokens, num_hashed_tokens) // self.block_size
         if num_full <= num_cached: return
         self.block_pool.cache_full_blocks(request, self.req_to_blocks[rid], num_cached, num_full, self.kv_cache_group_id)
         self.num_cached_block[rid] = num_full

@@ -326,6 +326,8 @@ class PDPair:
                  prefill_kw:dict|None=None, # `LLMEngine` arguments for the prefill engine only (e.g. its `worker`, `runner`), over `engine_kw`
                  decode_kw:dict|None=None, # the same for the decode engine
                  d_prefills:bool=False, # the proxy sends each prompt straight to D, which prefills it itself (P stays idle)
+                 kv_connector=None, # the vLLM connector both engines run behind (`VllmConfig.kv_connector`; None: NIXL's)
+                 release:str|None=None, # whose rule resolves the hash lookahead and the drop (`VllmConfig.release`)
                  **engine_kw, # more `LLMEngine` arguments (e.g. `dtype`, `handoff`)
                 ):
         model = model or _default_model()
@@ -335,7 +337,7 @@ class PDPair:
         limits = {'prefill': scheduler_config, 'decode': decode_scheduler_config or scheduler_config}
         widths = {'prefill': k, 'decode': k if decode_k is None else decode_k}
         config = lambda role: make_config(method, widths[role], role, fixes, block_size, model, scheduler_config=limits[role],
-                                          cache_config=cache_config)
+                                          cache_config=cache_config, kv_connector=kv_connector, release=release)
         self.P = LLMEngine(config('prefill'), model, transport=self.transport, **engine_kw | (prefill_kw or {}))
         self.D = LLMEngine(config('decode'), model, transport=self.transport, **engine_kw | (decode_kw or {}))
         check(self.P.engine_id != self.D.engine_id, 'engine_id', self.D.engine_id,

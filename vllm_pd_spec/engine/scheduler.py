@@ -14,8 +14,9 @@ __all__ = ['SchedulerAssertionError', 'Scheduler']
 from fastcore.basics import patch
 from collections import deque
 from ..config import VllmConfig, check_type
-from ..contracts import lookahead, slots, draft_groups
-from .request import Request, RequestStatus
+from ..contracts import lookahead, slots
+from .request import Request, RequestStatus, get_request_block_hasher
+from ..contracts import lookahead_hashes  # `VllmConfig.hash_protection`, `num_hash_lookahead_tokens`
 from .kv_cache_manager import KVCacheConfig, KVCacheManager, FullAttentionSpec, get_kv_cache_config
 from .connector import PDConnectorScheduler
 from .outputs import (NewRequestData, CachedRequestData, SchedulerOutput, KVConnectorOutput,
@@ -41,7 +42,8 @@ class Scheduler:
         self.max_model_len = self.scheduler_config.max_model_len
         spec = vllm_config.speculative_config
         self.use_eagle = spec is not None and spec.use_eagle()
-        self.use_eagle_block_drop = spec is not None and draft_groups.needs_block_drop(spec.method)
+        # lookahead block hashes: L and the drop read once, as vLLM's Scheduler.__init__ (the deployment's release and connector)
+        self.num_hash_lookahead_tokens, self.use_eagle_block_drop = vllm_config.hash_protection
         self.num_spec_tokens = spec.num_speculative_tokens if spec is not None else 0
         # fix 4: DFlash needs k + 1 slots (legacy: k)
         self.num_lookahead_tokens = (slots.num_lookahead_tokens if self.fixes.dflash_slots
@@ -59,6 +61,9 @@ class Scheduler:
                                                use_eagle=self.use_eagle_block_drop,
                                                num_reprefillable_tokens=num_reprefillable_tokens)
         self.block_size = self.kv_cache_config.block_size
+        # vLLM's EngineCore builds one hasher with the deployment's L for every request it admits
+        self.block_hasher = (get_request_block_hasher(self.block_size, self.num_hash_lookahead_tokens)
+                             if self.kv_cache_manager.enable_caching else None)
         self.connector = None
         if vllm_config.role != 'standalone':
             self.connector = PDConnectorScheduler(vllm_config, engine_id or f'{vllm_config.role}-0', self.kv_cache_config)
@@ -78,7 +83,10 @@ class Scheduler:
 
     def add_request(self, request:Request):
         "Queue a new request; the connector's `on_new_request` runs first (fix 3's fixed position)."
-        if request.block_size is None and self.kv_cache_manager.enable_caching: request.block_size = self.block_size
+        h = request.block_hasher
+        if self.block_hasher is not None and (h is None or (h.block_size, h.num_hash_lookahead_tokens)
+                                              != (self.block_size, self.num_hash_lookahead_tokens)):
+            request.set_block_hasher(self.block_hasher)  # the engine's hashes (a request built with a block size has L = 0)
         if self.connector is not None: self.connector.on_new_request(request)
         self.waiting.append(request)
         self.requests[request.request_id] = request
