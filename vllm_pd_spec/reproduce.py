@@ -26,7 +26,7 @@ EXPERIMENTS = {  # fix: (name, module)
     6: ('kernel guard', 'vllm_pd_spec.experiments.guard'),
 }
 DEFAULT_LABELS = {  # fix: (legacy, fixed) for an experiment whose result names neither
-    2: ('0.27.1', '0.33.0'), 3: ('0.27.1', '0.33.0'),
+    2: ('0.27.1', '0.34.0 (NIXL)'), 3: ('0.27.1 (NIXL, Mooncake)', '0.34.0'),
 }
 
 # %% ../nbs/81_reproduce.ipynb #1a95c926
@@ -71,7 +71,7 @@ FIX_PAGES = {  # fix: (page, the bug in one line, what the seed measured)
 }
 VERDICTS = ('"consequence seen" means the legacy run showed, on the named metric, what a user of that code would see '
             '(lost acceptance or accuracy, other outputs, a dead engine, another request\'s KV overwritten); "invariant held" '
-            'means the fixed run (vLLM 0.33.0) kept the invariant the fix states, in every setting it ran, judged against a reference '
+            'means the fixed run (the newest audited vLLM, 0.34.0, where its code is the fix) kept the invariant the fix states, in every setting it ran, judged against a reference '
             'the fix cannot change (a run without a drafter, the release\'s own number written out, the contract applied to what '
             'the engine did); the exit status reads the same verdict.')
 
