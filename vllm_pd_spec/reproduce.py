@@ -129,17 +129,19 @@ def metric_figures(r:ExperimentResult)->str:
                f"(fixed − legacy {pm(d['fixed_minus_legacy_drafted'])})") if d.get('drafted') and d.get('fixed_minus_legacy_drafted') else ''
     return f'{r.metric}: {_cell(r.legacy, 3)} → {_cell(r.fixed, 3)}{ci}{drafted}' + (f'. Run: {r.run}' if r.run else '')
 
-def summary_table(results:list # `ExperimentResult`s
+def summary_table(results:list, # `ExperimentResult`s
+                  seen:dict|None=None # {fix: whether vLLM's own engine showed the consequence, in words}: a 'seen in vLLM' column
                  )->str:
     "A markdown table, one row per fix: page, bug, legacy code, verdicts, metric with legacy and fixed figures, seed's figure, direction."
     hdr = ['fix', 'the bug', 'legacy code', 'consequence seen (legacy)', 'invariant held (fixed)', 'metric: legacy → fixed',
-           "seed's figure", 'direction reproduced']
+           "seed's figure", 'direction reproduced'] + (['seen in vLLM'] if seen is not None else [])
     rows = []
     for r in results:
         page, bug, seed = FIX_PAGES.get(r.fix, (None, r.name, None))
         rows.append([f'[{r.fix}: {r.name}]({page})' if page else f'{r.fix}: {r.name}', bug, r.legacy_label or '—',
                      'yes' if r.legacy_consequence_seen else 'no', invariant_verdict(r),
-                     metric_figures(r), seed or r.seed_figure, direction_reproduced(r)])
+                     metric_figures(r), seed or r.seed_figure, direction_reproduced(r)]
+                    + ([seen.get(r.fix, 'not run')] if seen is not None else []))
     return markdown_table([dict(zip(hdr, r)) for r in rows], hdr)
 
 # %% ../nbs/81_reproduce.ipynb #43674900
