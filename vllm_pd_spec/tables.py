@@ -111,7 +111,8 @@ def measured_line(r, # an `ExperimentResult`, or its saved JSON as a dict
     run = run or d.get('run') or run_label(d.get('setup'))
     s = f"{d['metric']}: **{fig(d['legacy'])}** legacy{label('legacy_label')} → **{fig(d['fixed'])}** fixed{label('fixed_label')}"
     s += (f"; standalone {fig(d['standalone'])}" if d.get('standalone') is not None else '') + (f' <span class="run-label">({run})</span>' if run else '')
-    return headline(s, fix=d.get('fix'), run=run, metric=d['metric'], legacy=fig(d['legacy']), fixed=fig(d['fixed']),
+    return headline(s, fix=d.get('fix'), run=run.split(';')[0].strip() if run else run, metric=d['metric'],  # the run's name: up to its first ';'
+                    legacy=fig(d['legacy']), fixed=fig(d['fixed']),
                     standalone=fig(d['standalone']) if d.get('standalone') is not None else None,
                     legacy_label=d.get('legacy_label'), fixed_label=d.get('fixed_label'),
                     consequence=d.get('legacy_consequence_seen'), invariant=d.get('invariant_holds'))

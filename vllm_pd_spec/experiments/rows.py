@@ -89,7 +89,7 @@ ARMS = arms(  # the decode engine's row rule (`gdn_rule`), the scheduler's place
     Arm('main #45237..#47466', role='legacy', engine=dict(gdn_rule='0.24.0'), label='main between #45237 and #47466 (0.24.0 rule + padding)'),
     Arm('0.24.0', Fixes().off('kernel_guard'), 'legacy', engine=dict(gdn_rule='0.24.0'), scheduler=dict(pad_spec_decode=False),
         label='0.24.0 (its rule, its kernel, no placeholder padding)'),
-    Arm('0.27.1', role='legacy', engine=dict(gdn_rule='0.27.1'), label='0.27.1 with MoRI-IO (has #47466; lacks the zero-draft row fix; NIXL and Mooncake back off one GDN token, so D prefills it)'),
+    Arm('0.27.1', role='legacy', engine=dict(gdn_rule='0.27.1'), label='0.27.1 with MoRI-IO (has #47466; lacks the zero-draft row fix)'),
     Arm('0.33.0 V1', engine=dict(gdn_rule='0.33.0 V1'), label='0.33.0, model runner V1 (removed in 0.34.0)'),
     Arm('0.33.0 V2', engine=dict(gdn_rule='0.33.0 V2'), label='0.34.0, model runner V2 (the row rule as in 0.33.0)'),
 )
