@@ -276,7 +276,7 @@ def _taint(d:dict, spec, model)->dict|None:
     if d['role'] != 'pd' or not m: return None
     n, mamba, L = d['prompt_len'], model.has_mamba, lookahead.num_prefill_lookahead_tokens(spec)
     b, w = backoff.prefill_backoff(mamba, L), max(1, L)
-    arms = {'legacy (0.27.1)': (backoff.legacy_prefill_backoff(mamba, L), 0), 'backoff (0.33.0)': (b, 0),
+    arms = {'legacy (0.27.1)': (backoff.legacy_prefill_backoff(mamba, L), 0), 'backoff (0.34.0)': (b, 0),
             'handoff (upstream prototype)': (0, w), 'backoff+handoff (ours)': (b, w)}
     out = {}
     for name, (bb, win) in arms.items():
