@@ -21,30 +21,32 @@ def test_saved_run_fix3(run):
     assert V.seen_in_vllm(3, run)['seen'] == 'yes'
 
 def test_the_home_tables_seen_column(run, monkeypatch):
-    "The home table's 'seen in vLLM' column: fix 3 reproduced in vLLM 0.25.0 on an H200, the others not run or not runnable there."
+    "The home table's 'seen in vLLM' column: fixes 3, 5 and 6 reproduced in vLLM 0.25.0 on an H200, 1, 2 and 4 not runnable there."
     from vllm_pd_spec.reproduce import summary_table
     from vllm_pd_spec.experiments.common import ExperimentResult
     col = V.seen_column(run)
     assert col[3].startswith('yes: reproduced in vLLM 0.25.0 on an H200') and 'assert num_new_tokens > 0' in col[3]
-    assert all(col[f].startswith('not runnable on 0.25.0') for f in (1, 2, 4)) and all(col[f].startswith('not run:') for f in (5, 6))
+    assert all(col[f].startswith('not runnable on 0.25.0') for f in (1, 2, 4))
+    assert all(col[f].startswith('yes: P/D equal to standalone') and col[f].endswith('vLLM 0.25.0 on an H200)') for f in (5, 6))
     r = ExperimentResult(fix=3, name='truncation ordering', metric='m', legacy=1, fixed=0, invariant='i', invariant_holds=True, legacy_consequence_seen=True)
     t = summary_table([r], col)
     assert '| seen in vLLM |' in t.splitlines()[0] and col[3].split(':')[0] in t.splitlines()[-1]
     assert 'seen in vLLM' not in summary_table([r])
 
 def test_seen_in_vllm_reads_the_pd_arms(run):
-    assert V.seen_in_vllm(5, run)['seen'] == V.seen_in_vllm(6, run)['seen'] == 'not run'
-    assert 'killed at the deadline' in V.seen_in_vllm(5, run)['reason']
-    done = copy.deepcopy(run)
-    arms = done['run']['results']['pd_v2']['arms']
-    arms['shipped'] = dict(exact_match_rate=1.0)
-    assert V.seen_in_vllm(6, done)['seen'] == 'not run'  # the ablated arm is still missing
-    arms['guard_off'] = dict(exact_match_rate=0.25)
-    assert V.seen_in_vllm(6, done) == dict(fix=6, seen='yes', reason='yes: P/D equal to standalone 0.250 with the ablation, '
-                                           '1.000 as shipped (model runner V2)')
-    assert V.seen_in_vllm(5, done)['seen'] == 'not run'
-    arms['row_rule_pre_47466_v2'] = dict(error=dict(type='RuntimeError'))
-    assert V.seen_in_vllm(5, done)['seen'] == 'not run'  # an arm that failed is no figure
+    assert V.seen_in_vllm(5, run)['seen'] == V.seen_in_vllm(6, run)['seen'] == 'yes'
+    assert 'paired over 16 requests' in V.seen_in_vllm(6, run)['reason']
+    swapped = copy.deepcopy(run)  # the legacy form swapped back for the fixed one: the same outputs, nothing decided
+    arms = swapped['run']['results']['pd_v2']['arms']
+    arms['guard_off'] = copy.deepcopy(arms['shipped'])
+    assert V.seen_in_vllm(6, swapped)['seen'] == 'not decided'
+    arms['guard_off']['first_divergence'] = [0] * 16  # the ablation better than shipped: 'no'
+    arms['shipped'], arms['guard_off'] = arms['guard_off'], arms['shipped']
+    assert V.seen_in_vllm(6, swapped)['seen'] == 'no'
+    arms['guard_off'] = dict(error=dict(type='RuntimeError'))
+    assert V.seen_in_vllm(6, swapped)['seen'] == 'not run'  # an arm that failed is no figure
+    for n in ('pd_v1', 'pd_v2'): swapped['run']['results'][n]['arms'].pop('shipped')
+    assert V.seen_in_vllm(5, swapped)['seen'] == 'not run'
 
 def test_seen_in_vllm_without_a_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

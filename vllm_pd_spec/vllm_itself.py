@@ -6,8 +6,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/vllm_itself.html.md"""
 
 # %% auto #0
 __all__ = ['RUNS', 'OURS', 'PD_JOBS', 'NOT_BUILT', 'PD_ARMS', 'load_run', 'ablation_rows', 'fix3_rows', 'fix3_figures',
-           'fix3_ours_rows', 'pd_rows', 'pd_status', 'pd_ours_rows', 'attempt_rows', 'device_seconds', 'seen_in_vllm',
-           'seen_column']
+           'fix3_ours_rows', 'pd_rows', 'pd_status', 'pd_paired', 'pd_ours_rows', 'attempt_rows', 'device_seconds',
+           'seen_in_vllm', 'seen_column']
 
 # %% ../nbs/94_vllm_itself.ipynb #8772be07
 import json
@@ -104,6 +104,30 @@ def pd_status(run:dict, name:str)->dict:
                 arms_done=done, pd_arms_done=[a for a in done if not a.startswith('standalone')],
                 error=res.get('error'))
 
+# %% ../nbs/94_vllm_itself.ipynb #b94e0a52
+from .experiments.common import paired_diff, decides, pm
+
+def _per_request(arm:dict, max_tokens:int)->dict:
+    "Per request of an arm: 1 when its continuation equals standalone's, and the tokens before its first difference."
+    first = arm['first_divergence']
+    return dict(equal=[int(f is None) for f in first], run_length=[max_tokens if f is None else f for f in first])
+
+def pd_paired(run:dict, # `load_run()['run']`
+              name:str, # a P/D job: 'pd_v1' or 'pd_v2'
+              ablation:str, # the ablated arm
+             )->dict|None:
+    "Shipped minus `ablation` on the same requests: a `paired_diff` and its decision per measure (None: an arm missing)."
+    res = (run.get('results') or {}).get(name) or {}
+    arms = res.get('arms', {})
+    s, a = arms.get('shipped'), arms.get(ablation)
+    if not s or not a or 'error' in s or 'error' in a or 'first_divergence' not in s or 'first_divergence' not in a: return None
+    ps, pa = _per_request(s, res['max_tokens']), _per_request(a, res['max_tokens'])
+    out = dict(job=name, ablation=ablation, shipped_equal=sum(ps['equal']), ablated_equal=sum(pa['equal']), requests=len(ps['equal']))
+    for m in ('equal', 'run_length'):
+        d = paired_diff(ps[m], pa[m])
+        out[m] = dict(diff=d, decides=decides(d, 'higher'))
+    return out
+
 # %% ../nbs/94_vllm_itself.ipynb #44a0ad4e
 def pd_ours_rows(ours:dict|None)->list:
     "Our engine's P/D arms for fixes 5 and 6 with the vLLM run's settings: exact-match share and first divergence."
@@ -161,16 +185,18 @@ def seen_in_vllm(fix:int, # 1..6
             return dict(fix=3, seen='yes', reason=f"yes: reproduced in vLLM {run['env']['vllm']} on an {gpu}: it dies on `{d['source']}` "
                         f"({d['file']}:{d['line']}); {f['fixed_served']}/{f['fixed_requests']} served with #53523's order")
         return dict(fix=3, seen='not run', reason='not run: the saved run holds no completed fix-3 pair of arms')
-    done = {n: pd_status(res, n) for n in PD_JOBS}
-    for n, s in done.items():
-        arms = (res.get('results') or {}).get(n, {}).get('arms', {})
-        shipped, abl = arms.get('shipped', {}), [arms[a] for a in PD_ARMS[fix] if a in arms and 'error' not in arms[a]]
-        if 'exact_match_rate' in shipped and abl:
-            worst = min(a['exact_match_rate'] for a in abl)
-            return dict(fix=fix, seen='yes', reason=f"yes: P/D equal to standalone {worst:.3f} with the ablation, "
-                        f"{shipped['exact_match_rate']:.3f} as shipped ({PD_JOBS[n]})")
-    why = '; '.join(f"{PD_JOBS[n]}: {s['status']}, {', '.join(s['arms_done']) or 'no arm'} done" for n, s in done.items())
-    return dict(fix=fix, seen='not run', reason=f'not run: no P/D arm of the saved run finished ({why})')
+    found = [q for n in PD_JOBS for a in PD_ARMS[fix] if (q := pd_paired(res, n, a))]
+    if not found:
+        why = '; '.join(f"{PD_JOBS[n]}: {s['status']}, {', '.join(s['arms_done']) or 'no arm'} done"
+                        for n, s in ((n, pd_status(res, n)) for n in PD_JOBS))
+        return dict(fix=fix, seen='not run', reason=f'not run: no P/D arm of the saved run finished ({why})')
+    said = [q['equal']['decides'] for q in found]
+    seen = 'yes' if all(x == 'yes' for x in said) else 'no' if any(x.startswith('no:') for x in said) else 'not decided'
+    runners = ' and '.join(PD_JOBS[q['job']] for q in found)
+    q = found[-1]
+    return dict(fix=fix, seen=seen, reason=f"{seen}: P/D equal to standalone in {q['shipped_equal']}/{q['requests']} "
+                f"requests as shipped, {q['ablated_equal']}/{q['requests']} with the legacy form put back, "
+                f"{pm(q['equal']['diff'])} ({runners}; vLLM {run['env']['vllm']} on an H200)")
 
 def seen_column(run:dict|None=None)->dict:
     "`{fix: reason}` for fixes 1..6: the home table's 'seen in vLLM itself' column."

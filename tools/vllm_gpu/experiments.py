@@ -246,13 +246,16 @@ def _alarm(signum, frame): raise AlarmTimeout('a generate call ran past 300 s')
 def run_all(out_dir:str, ckpt:str, prompts_file:str, deadline:float)->dict:
     "Every experiment in its own process; merge their JSON into OUT_DIR/vllm_itself.json."
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
-    jobs, procs, t0 = JOBS, {}, time.time()
+    only = [j for j in os.environ.get('VLLM_ITSELF_JOBS', '').split(',') if j]  # a subset by name, else every job
+    unknown = sorted(set(only) - set(JOBS))
+    if unknown: raise SystemExit(f'VLLM_ITSELF_JOBS names no job {unknown}; jobs: {sorted(JOBS)}')
+    jobs, procs, t0 = {n: JOBS[n] for n in (only or JOBS)}, {}, time.time()
     for name, (what, which, buffer) in jobs.items():
         env = dict(os.environ, **ENV, OMP_NUM_THREADS='2', VLLM_NIXL_SIDE_CHANNEL_PORT=str(PORTS[name]),
                    VLLM_USE_V2_MODEL_RUNNER='1' if which == 'v2' else '0')
-        log = open(f'/tmp/vllm_itself_{name}.log', 'w')
+        log = open(out_dir / f'{name}.log', 'w')
         nice = ['nice', '-n', '10'] if name.endswith('_host') else []  # the fallback pairs yield the CPU to the main ones
-        procs[name] = subprocess.Popen([*nice, sys.executable, __file__, what, which, f'/tmp/vllm_itself_{name}.json', '--ckpt', ckpt,
+        procs[name] = subprocess.Popen([*nice, sys.executable, __file__, what, which, str(out_dir / f'{name}.json'), '--ckpt', ckpt,
                                         '--prompts', prompts_file, '--log', log.name, '--port', str(PORTS[name]),
                                         '--buffer', buffer], env=env, stdout=log, stderr=subprocess.STDOUT,
                                        start_new_session=True)
@@ -264,13 +267,13 @@ def run_all(out_dir:str, ckpt:str, prompts_file:str, deadline:float)->dict:
         else: status[name] = f'exit {p.returncode}'
     merged = dict(seconds=round(time.time() - t0, 1), status=status, results={})
     for name in jobs:
-        f = Path(f'/tmp/vllm_itself_{name}.json')
+        f = out_dir / f'{name}.json'
         merged['results'][name] = json.loads(f.read_text()) if f.exists() else None
     _write(out_dir / 'vllm_itself.json', merged)
     with open(out_dir / 'logs.txt', 'w') as lf:
         for name in jobs:
             for suffix in ('', '.p'):
-                f = Path(f'/tmp/vllm_itself_{name}.log{suffix}')
+                f = out_dir / f'{name}.log{suffix}'
                 if f.exists():
                     text = f.read_text(errors='replace')
                     lf.write(f'===== {name}{suffix} ({len(text)} chars; last 1.5 MB) =====\n{text[-1_500_000:]}\n')

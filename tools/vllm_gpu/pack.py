@@ -5,6 +5,8 @@
                                                    # (the wheel from .cache/vllm-wheels, or VLLM_WHEEL_DIR)
     python tools/vllm_gpu/pack.py prompts          # the prompts (the project's held-out text, byte ids)
     python tools/vllm_gpu/pack.py stage DEST       # DEST/c00.. one chunk each; DEST/run the last chunk and the scripts
+    python tools/vllm_gpu/pack.py save FROM CALLS  # merge a run's $OUT folder FROM into nbs/runs/vllm_itself_h200 as a
+                                                   # new attempt (CALLS: a JSON file of the calls, as session.json keeps them)
 
 Everything lands in .cache/vllm-gpu/ (ignored). The site folder is the wheels unzipped into one folder (what
 `pip install --target` makes), minus files no run here loads: FlashAttention 2's kernels (FA3 is kept: vLLM imports
@@ -120,10 +122,46 @@ def stage(dest:Path):
         shutil.copy(f, dest / 'run')
     for d in sorted(dest.iterdir()): print(d.name, sum(f.stat().st_size for f in d.iterdir()))
 
+SAVED = ROOT / 'nbs' / 'runs' / 'vllm_itself_h200'
+
+def save(src:Path, calls_file:Path, setup:str):
+    "Merge the jobs in SRC (each job's JSON and log) into the saved run as a new attempt; jobs not run keep their result."
+    session, merged = json.loads((SAVED / 'session.json').read_text()), json.loads((SAVED / 'vllm_itself.json').read_text())
+    jobs = sorted(f.stem for f in src.glob('*.json') if f.stem not in ('env', 'ckpt', 'vllm_itself'))
+    if not jobs: raise SystemExit(f'{src} holds no job JSON')
+    attempt = max(a['attempt'] for a in session['attempts']) + 1
+    merged.setdefault('from_attempt', {n: attempt - 1 for n in merged['results']})
+    took = re.search(r'"seconds": ([0-9.]+)', (src / 'device.log').read_text())
+    part = dict(seconds=float(took.group(1)) if took else None, status={}, results={})
+    for n in jobs:
+        res = json.loads((src / f'{n}.json').read_text())
+        merged['results'][n] = part['results'][n] = res
+        merged['status'][n] = part['status'][n] = 'exit 0' if 'error' not in res else 'error'
+        merged['from_attempt'][n] = attempt
+    sys.path.insert(0, str(Path(__file__).parent))
+    from experiments import summary
+    session['attempts'].append(dict(attempt=attempt, setup=setup, jobs=jobs, summary=summary(part)))
+    prev = session['calls'][-1]['held_s']
+    for c in json.loads(calls_file.read_text()):
+        session['calls'].append(dict(c, call=len(session['calls']) + 1, held_s=round(prev + c['held_s'], 1)))
+    session['device_seconds'] = session['calls'][-1]['held_s']
+    session['saved_run'] = f"attempts {sorted(set(merged['from_attempt'].values()))} (per job: from_attempt)"
+    logs = (SAVED / 'logs.txt').read_text().split('\n===== ')
+    keep = [x for x in logs if x and x.lstrip('= ').split(' ')[0].split('.')[0] not in jobs]
+    new = (src / 'logs.txt').read_text() if (src / 'logs.txt').exists() else ''
+    (SAVED / 'logs.txt').write_text('\n===== '.join(keep).rstrip('\n') + '\n' + new)
+    for f in ('env.json', 'ckpt.json'):
+        if (src / f).exists(): shutil.copy(src / f, SAVED / f)
+    shutil.copy(src / 'device.log', SAVED / f'device_attempt{attempt}.log')
+    for name, obj in (('session.json', session), ('vllm_itself.json', merged)):
+        (SAVED / name).write_text(json.dumps(obj, indent=1) + '\n')
+    print(f'attempt {attempt}: {jobs} saved into {SAVED}')
+
 if __name__ == '__main__':
     cmd = sys.argv[1] if len(sys.argv) > 1 else ''
     if cmd == 'fetch': fetch()
     elif cmd == 'pack': pack()
     elif cmd == 'prompts': prompts()
     elif cmd == 'stage': stage(Path(sys.argv[2]))
+    elif cmd == 'save': save(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4])
     else: raise SystemExit(__doc__)
