@@ -96,8 +96,9 @@ def test_legacy_drift_is_exactly_multi_module_mtp():
 
 @given(specs, st.booleans())
 def test_v0290_is_vllm_0_29_0(spec, has_mamba):
-    "0.29.0 (no #55055): scheduler `k if use_multi_module_mtp() else 1` for the eagle family, planner `k - 1` for multi-module MTP, coordinator one less than the scheduler, 0.27.1's connector and runner."
-    n = {c: v['0.29.0'] for c, v in release_lookaheads(spec, has_mamba).items()}
+    "The intermediate form (read in 0.29.0, no #55055): scheduler `k if use_multi_module_mtp() else 1` for the eagle family, planner `k - 1` for multi-module MTP, coordinator one less than the scheduler, 0.27.1's connector and runner."
+    n = {c: v['intermediate'] for c, v in form_lookaheads(spec, has_mamba).items()}
+    assert n == intermediate_lookaheads(spec, has_mamba)
     eagle, mmm = spec is not None and spec.use_eagle(), spec is not None and spec.use_multi_module_mtp()
     sched = (spec.num_speculative_tokens if mmm else 1) if eagle else 0
     assert n == dict(scheduler=sched, kv_cache_planner=spec.num_speculative_tokens - 1 if mmm else 0,
@@ -105,14 +106,14 @@ def test_v0290_is_vllm_0_29_0(spec, has_mamba):
 
 @given(specs, st.booleans())
 def test_55055_fix1_part_is_neutral_against_0_29_0(spec, has_mamba):
-    "Between 0.29.0 and 0.33.0 only the connector (fix 2's backoff) changes; the fix-1 consumers changed between 0.27.1 and 0.29.0."
+    "From the intermediate form (0.29.0) to the fixed one only the connector (fix 2's backoff) changes; the fix-1 consumers changed from legacy (0.27.1) to intermediate."
     ch = changed_in(spec, has_mamba)
-    assert all('0.33.0' not in ch[c] for c in ('scheduler', 'kv_cache_planner', 'kv_cache_coordinator', 'runner'))
-    assert ch['runner'] == () and all(rel == '0.29.0' for c in ('scheduler', 'kv_cache_planner', 'kv_cache_coordinator') for rel in ch[c])
+    assert all('fixed' not in ch[c] for c in ('scheduler', 'kv_cache_planner', 'kv_cache_coordinator', 'runner'))
+    assert ch['runner'] == () and all(f == 'intermediate' for c in ('scheduler', 'kv_cache_planner', 'kv_cache_coordinator') for f in ch[c])
 
-def test_the_connector_changes_in_0_33_0_only_for_multi_module_mtp():
+def test_the_connector_changes_in_the_fixed_form_only_for_multi_module_mtp():
     "A counterexample exists, and only multi-module MTP has one."
-    spec, mamba = find(st.tuples(specs, st.booleans()), lambda t: changed_in(*t)['connector'] == ('0.33.0',))
+    spec, mamba = find(st.tuples(specs, st.booleans()), lambda t: changed_in(*t)['connector'] == ('fixed',))
     assert spec.use_multi_module_mtp()
 
 @pytest.mark.parametrize('call,name,exc', [

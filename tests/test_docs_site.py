@@ -82,13 +82,22 @@ def test_citations_become_links():
     assert '[#55055](https://github.com/vllm-project/vllm/pull/55055)' in md
     assert '[#53514](https://github.com/vllm-project/vllm/issues/53514)' in md
     assert '[#11670](https://github.com/vllm-project/vllm-ascend/pull/11670)' in md
-    assert '[`vllm/v1/request.py`](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/request.py)' in md
-    assert '(https://github.com/vllm-project/vllm/tree/v0.33.0/vllm/distributed/kv_transfer/)' in md
+    assert f'[`vllm/v1/request.py`](https://github.com/vllm-project/vllm/blob/{prep_docs.UPSTREAM_TAG}/vllm/v1/request.py)' in md
+    assert f'(https://github.com/vllm-project/vllm/tree/{prep_docs.UPSTREAM_TAG}/vllm/distributed/kv_transfer/)' in md
     assert 'commit [`73ee90a0`](https://github.com/vllm-project/vllm/commit/73ee90a0)' in md
     assert '[`21cc7862`](https://github.com/vllm-project/vllm/commit/21cc7862)' in md
     assert '(https://github.com/vllm-project/vllm/commit/73ee90a0)' in prep_docs.cite_links('(commit `73ee90a0…`)')
     assert '#55055 in code' in md and md.endswith('## Heading #55055')  # code and headings untouched
     assert prep_docs.cite_links('[PR #1234](https://x.org/#1234) `abcdefg` `1234567`') == '[PR #1234](https://x.org/#1234) `abcdefg` `1234567`'
+
+def test_a_file_the_newest_release_removed_links_to_the_release_that_had_it():
+    "0.34.0 removed the V1 model runner: its citation links to 0.33.0's tree, a file 0.34.0 has to 0.34.0's."
+    assert prep_docs.UPSTREAM_TAG == 'v0.34.0'
+    md = prep_docs.cite_links('`vllm/v1/worker/gpu_model_runner.py` and `vllm/v1/worker/gpu/model_runner.py`')
+    assert '(https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/gpu_model_runner.py)' in md
+    assert '(https://github.com/vllm-project/vllm/blob/v0.34.0/vllm/v1/worker/gpu/model_runner.py)' in md
+    src = os.environ.get('VLLM_SOURCES')  # released sources unpacked as <dir>/<version>/vllm/...: the saved map is what they give
+    if src: assert prep_docs.removed_files(ROOT/'nbs', src) == json.loads(prep_docs.REMOVED_FILES.read_text())
 
 def test_links_to_notebooks_point_to_pages():
     assert prep_docs.own_links('[x](06_guard_contract.ipynb#a) [y](lookahead.html) [z](https://h.org/a.html)') == \

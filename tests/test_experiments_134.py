@@ -39,11 +39,11 @@ def test_fix1_no_acceptance_lost_and_outputs_kept(results):
     assert next(r for r in rows if r['consumer'] == 'runner')['agree'].startswith('897 of 897')
 
 def test_fix1_v0290_is_the_fixed_run(results):
-    "0.29.0 (no #55055) gives every consumer the experiment exercises 0.33.0's number: its figure is the fixed run's."
+    "0.29.0 (no #55055) gives every consumer the experiment exercises the fixed number: its figure is the fixed run's."
     r = results[1]
     assert all(x['v0290'] == x['fixed'] for x in r.rows)
-    assert all(s['arms']['0.29.0 (no #55055)'] == s['arms']['0.33.0'] == s['fixed'] for s in r.per_setting)
-    assert r.legacy_label.startswith('0.27.1') and r.fixed_label.startswith('0.33.0')
+    assert all(s['arms']['0.29.0 (no #55055)'] == s['arms']['0.34.0'] == s['fixed'] for s in r.per_setting)
+    assert r.legacy_label.startswith('0.27.1') and r.fixed_label.startswith('0.34.0')
 
 def test_fix1_v0290_figure_is_none_where_the_numbers_differ():
     "The 0.29.0 figure is not borrowed from the fixed run for a consumer whose 0.29.0 number differs (none measured here)."
@@ -111,8 +111,8 @@ def test_reproduce_cli(results, reproduce_over):
     assert isinstance(d, list) and [x['fix'] for x in d] == [1, 3, 4]
     assert all(FIELDS <= set(x) and x['invariant_holds'] and x['legacy_consequence_seen'] == (x['fix'] != 1) for x in d)
     labels = {x['fix']: (x['legacy_label'], x['fixed_label']) for x in d}
-    assert labels[1][0].startswith('0.27.1') and labels[3] == ('0.27.1', '0.33.0') and labels[4][0].startswith('0.22.0')
-    assert all(f.startswith('0.33.0') for _, f in labels.values())
+    assert labels[1][0].startswith('0.27.1') and labels[3] == ('0.27.1 (NIXL, Mooncake)', '0.34.0') and labels[4][0].startswith('0.22.0')
+    assert all(f.startswith('0.34.0') for _, f in labels.values())  # fixed: the newest audited release
 
 def test_reproduce_script(tmp_path):
     "The installed script end to end, in a fresh process, on the quickest experiment (fix 3: no model runs)."
@@ -121,4 +121,4 @@ def test_reproduce_script(tmp_path):
     assert r.returncode == 0, r.stderr
     (x,) = json.loads(out.read_text())
     assert x['fix'] == 3 and FIELDS <= set(x) and x['invariant_holds'] and x['legacy_consequence_seen'] and x['device'] == 'cpu'
-    assert (x['legacy_label'], x['fixed_label']) == ('0.27.1', '0.33.0') and '| [3](03_truncation_ordering.ipynb)' in r.stdout
+    assert (x['legacy_label'], x['fixed_label']) == ('0.27.1 (NIXL, Mooncake)', '0.34.0') and '| [3](03_truncation_ordering.ipynb)' in r.stdout

@@ -62,7 +62,7 @@ def test_fix2_arms(results):
     assert r.invariant_holds and r.paired['n'] == r.setup['num_prompts'] > r.setup['max_num_seqs']  # more requests than D's slots
     assert r.arms['legacy']['stale_reprefill_entries'] > 0 and r.arms['reset on add']['stale_reprefill_entries'] == 0
     assert r.arms['backoff+handoff']['ours'] and r.arms['reset on add']['ours'] and not r.arms['handoff']['ours']
-    assert r.arms['legacy']['label'] == r.setup['legacy_label'] == '0.27.1' and r.setup['fixed_label'] == '0.33.0'
+    assert r.arms['legacy']['label'] == r.setup['legacy_label'] == '0.27.1' and r.setup['fixed_label'] == '0.34.0 (NIXL)'
     assert (r.legacy, r.fixed, r.standalone) == tuple(r.arms[a]['mean_acceptance_length'] for a in ('legacy', 'backoff', 'standalone'))
     s, = r.per_setting
     assert s['setting'] == 'text-attn, MTP k=3' and s['arms'] == {a: x['mean_acceptance_length'] for a, x in r.arms.items()}
@@ -75,7 +75,7 @@ def test_fix5_rules_per_setting(results):
     assert any(x['differing'] > 0 for x in r.rows if x['arm'] == '0.27.1') and r.legacy < r.fixed == 1.0
     assert {x['setting'] for x in r.per_setting} == {f"text-hybrid, MTP k={x['k']}, {x['setting']}: {x['label']}"
                                                      for x in r.rows if x['arm'] != '0.33.0 V2'}
-    assert r.legacy_label == '0.27.1 (has #47466; lacks the zero-draft row fix)' and r.fixed_label.startswith('0.33.0')
+    assert r.legacy_label.startswith('0.27.1 with MoRI-IO') and r.fixed_label.startswith('0.34.0')
 
 def test_fix5_needs_the_padding(results):
     "The 0.24.0 rule fails with #45237's padding (main between #45237 and #47466); 0.24.0 as released, without it, does not."
@@ -89,7 +89,7 @@ def test_fix6_runs_through_the_interpreted_kernel(results):
     assert all(x['exact_match_rate'] == 1.0 for x in r.rows if x['arm'] == 'fixed')
     assert any(x['differing'] > 0 for x in r.rows if x['arm'] == 'legacy') and r.legacy < r.fixed == 1.0
     assert all(x['exact_match_rate'] == 1.0 for x in r.rows if x['arm'] == '0.24.0')  # no padding: the prefill exit, no loss
-    assert r.legacy_label.startswith('main between #45237') and r.fixed_label == '0.33.0'
+    assert r.legacy_label.startswith('main between #45237') and r.fixed_label == '0.34.0'
 
 def test_first_decode_step_mechanism():
     "k=1: the one-token tail padded with a placeholder, run as a spec-decode row by every rule since #47466, not by 0.24.0."

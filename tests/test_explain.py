@@ -76,3 +76,19 @@ def test_roles(role):
     assert (f['prefill_backoff'] is None) == (role == 'standalone')
     assert (f['remote_prefill_token_count'] is None) == (role in ('standalone', 'prefill'))
     assert (f['truncate_request_for_prefill'] is None) == (role in ('standalone', 'decode'))
+
+def test_a_new_releases_audit_needs_no_code_edit(tmp_path):
+    "Fix 1's form is read from the audit's rows (the numbers vLLM gave), not from a list of releases: the same rows under any release read alike."
+    from vllm_pd_spec.explain import release_forms, load_audit, read_audit
+    rows = load_audit('0.29.0')
+    f = tmp_path / 'audit.json'
+    f.write_text(json.dumps(rows))
+    for release in ('0.29.0', '9.9.9', None):
+        assert release_forms(release, ['NixlConnector'], audit=read_audit(str(f)))['extra_retained_tokens']['form'] == 'intermediate'
+    planner = '1. lookahead consumer: sliding-window extra_retained_tokens'
+    wrong = [dict(r, counterexample=r['counterexample'].replace('vLLM 0,', 'vLLM 7,')) if r['contract'] == planner else r for r in rows]
+    assert release_forms('9.9.9', ['NixlConnector'], audit=wrong)['extra_retained_tokens']['form'] == 'differs'  # no named form gives 7
+    named = [dict(r, note='matches on every case: intermediate') if r['contract'] == planner else r for r in wrong]
+    assert release_forms('9.9.9', ['NixlConnector'], audit=named)['extra_retained_tokens']['form'] == 'intermediate'  # a new audit's note
+    j = json.loads(cli('--audit', str(f), '--method', 'mtp', '-k', '3', '--mtp-modules', '3', '--sliding-window', '64', '--json').stdout)
+    assert j['fixed']['extra_retained_tokens'] == 2

@@ -20,6 +20,19 @@ def test_saved_run_fix3(run):
     assert (f['shipped_served'], f['fixed_served']) == (3, 4)
     assert V.seen_in_vllm(3, run)['seen'] == 'yes'
 
+def test_the_home_tables_seen_column(run, monkeypatch):
+    "The home table's 'seen in vLLM' column: fixes 3, 5 and 6 reproduced in vLLM 0.25.0 on an H200, 1, 2 and 4 not runnable there."
+    from vllm_pd_spec.reproduce import summary_table
+    from vllm_pd_spec.experiments.common import ExperimentResult
+    col = V.seen_column(run)
+    assert col[3].startswith('yes: reproduced in vLLM 0.25.0 on an H200') and 'assert num_new_tokens > 0' in col[3]
+    assert all(col[f].startswith('not runnable on 0.25.0') for f in (1, 2, 4))
+    assert all(col[f].startswith('yes: P/D equal to standalone') and col[f].endswith('vLLM 0.25.0 on an H200)') for f in (5, 6))
+    r = ExperimentResult(fix=3, name='truncation ordering', metric='m', legacy=1, fixed=0, invariant='i', invariant_holds=True, legacy_consequence_seen=True)
+    t = summary_table([r], col)
+    assert '| seen in vLLM |' in t.splitlines()[0] and col[3].split(':')[0] in t.splitlines()[-1]
+    assert 'seen in vLLM' not in summary_table([r])
+
 def test_seen_in_vllm_reads_the_pd_arms(run):
     assert V.seen_in_vllm(5, run)['seen'] == V.seen_in_vllm(6, run)['seen'] == 'yes'
     assert 'paired over 16 requests' in V.seen_in_vllm(6, run)['reason']

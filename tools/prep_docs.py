@@ -36,7 +36,11 @@ from pathlib import Path
 from urllib.parse import quote_plus
 
 UPSTREAM = 'https://github.com/vllm-project/vllm'
-UPSTREAM_TAG = 'v0.33.0'  # cited upstream files link to this release's tree
+UPSTREAM_TAG = 'v0.34.0'  # cited upstream files link to this release's tree (the newest audited release)
+# A cited file the newest release removed links to the newest release that had it: {path: tag}, computed from the
+# released sources (`python tools/prep_docs.py removed nbs SRC` over SRC/<version>/vllm/...), never typed in.
+REMOVED_FILES = Path(__file__).with_name('upstream_removed.json')
+_REMOVED = json.loads(REMOVED_FILES.read_text()) if REMOVED_FILES.exists() else {}
 MAX_IMG_PX = 1600         # twice the content column: sharp on a high-density screen, no larger
 
 FIXES = ['lookahead', 'prefill_backoff', 'truncation_ordering', 'dflash_slots', 'gdn_decode_detection',
@@ -145,7 +149,7 @@ _SPANS = re.compile(r'(`+)(.+?)\1|\[[^\]\n]*\]\([^)\s]*\)|<[^>\n]+>|https?://\S+
 
 def upstream_url(ref, context=''):
     "The GitHub URL of an upstream citation: a PR/issue number, a `vllm/...` path or a commit hash."
-    if _FILE.match(ref): return f"{UPSTREAM}/{'tree' if ref.endswith('/') else 'blob'}/{UPSTREAM_TAG}/{ref}"
+    if _FILE.match(ref): return f"{UPSTREAM}/{'tree' if ref.endswith('/') else 'blob'}/{_REMOVED.get(ref, UPSTREAM_TAG)}/{ref}"
     if _SHA.match(ref): return f'{UPSTREAM}/commit/{ref}'
     repo = UPSTREAM + ('-ascend' if re.search(r'vllm-ascend[^.;:]*$', context) else '')
     kind = 'issues' if re.search(r'issues?\W*$', context, re.I) else 'pull'
@@ -515,7 +519,26 @@ def readme(index_nb, dst):
     md = re.sub(r'\]\((?!https?:|#|/)([\w./-]+\.html)', r'](docs/\1', '\n'.join(out))
     Path(dst).write_text(md)
 
+def removed_files(nbs_dir, src_dir)->dict:
+    "{cited `vllm/...` path: 'vX.Y.Z'} for each path the notebooks cite that UPSTREAM_TAG's sources lack, the newest release that has it."
+    src = Path(src_dir)
+    rels = sorted((d.name for d in src.iterdir() if (d/'vllm').is_dir()), key=lambda v: tuple(map(int, v.split('.'))))
+    newest = UPSTREAM_TAG[1:]
+    assert newest in rels, f'{src_dir}: no sources of {newest} (UPSTREAM_TAG)'
+    cited = {m.group(1) for nb in sorted(Path(nbs_dir).glob('*.ipynb'))
+             for m in re.finditer(r'`(vllm/[\w./-]*[\w/])`', Path(nb).read_text())}
+    out = {}
+    for ref in sorted(cited):
+        if (src/newest/ref).exists(): continue
+        had = [v for v in rels if (src/v/ref).exists()]
+        if had: out[ref] = 'v' + had[-1]
+    return out
+
 if __name__ == '__main__':
+    if len(sys.argv) == 4 and sys.argv[1] == 'removed':
+        REMOVED_FILES.write_text(json.dumps(removed_files(sys.argv[2], sys.argv[3]), indent=1, sort_keys=True) + '\n')
+        print(f'{REMOVED_FILES.name}: {len(json.loads(REMOVED_FILES.read_text()))} cited files removed in {UPSTREAM_TAG}')
+        sys.exit(0)
     if len(sys.argv) == 4 and sys.argv[1] == 'check':
         missing = check(sys.argv[2], sys.argv[3])
         if missing: sys.exit(f"no docs page for: {', '.join(missing)}")

@@ -276,7 +276,7 @@ def _taint(d:dict, spec, model)->dict|None:
     if d['role'] != 'pd' or not m: return None
     n, mamba, L = d['prompt_len'], model.has_mamba, lookahead.num_prefill_lookahead_tokens(spec)
     b, w = backoff.prefill_backoff(mamba, L), max(1, L)
-    arms = {'legacy (0.27.1)': (backoff.legacy_prefill_backoff(mamba, L), 0), 'backoff (0.33.0)': (b, 0),
+    arms = {'legacy (0.27.1)': (backoff.legacy_prefill_backoff(mamba, L), 0), 'backoff (0.34.0)': (b, 0),
             'handoff (upstream prototype)': (0, w), 'backoff+handoff (ours)': (b, w)}
     out = {}
     for name, (bb, win) in arms.items():
@@ -456,6 +456,25 @@ def _row_form(row:dict, absent:str, removed:set=frozenset())->str|None:
     m = re.search(r'(?:matches|equals) on every case: ([\w.]+)', row.get('note') or '') if v == 'differs' else None
     return m.group(1) if m else 'differs' if v == 'differs' else 'unknown'
 
+_CE = re.compile(r'^(?P<case>.*): vLLM (?P<vllm>.+?), fixed (?P<fixed>.+?), legacy (?P<legacy>.+)$')
+
+def _consumer_form(key:str, rows:list)->str:
+    """Fix 1's form a consumer's `differs` rows show, from the numbers vLLM gave: a named form of `lookahead.FORMS`
+    (neither fixed nor legacy: the verdict rules them out) that gives vLLM's number on the row's counterexample, else differs."""
+    from vllm_pd_spec.audit.probes import _consumer_cases, _show_consumer
+    from vllm_pd_spec.audit.harness import our_spec
+    cases = {_show_consumer(cd): cd for cd in _consumer_cases()}
+    found = set()
+    for r in rows:
+        m = _CE.match(r.get('counterexample') or '') if r['verdict'] == 'differs' else None
+        cd = cases.get(m['case']) if m else None
+        if cd is None: return 'differs'
+        n = lookahead.form_lookaheads(our_spec(cd[0]))[_CONSUMER[key]]
+        hits = {f for f, v in n.items() if f not in ('fixed', 'legacy') and repr(v) == m['vllm']}
+        if len(hits) != 1: return 'differs'
+        found |= hits
+    return found.pop() if len(found) == 1 else 'differs'
+
 def _select(audit:list, rule, connectors:list)->list|None:
     "The audit rows `rule` names for this connector set; None when the rule does not apply."
     if connectors is None: return [] if rule in ('@connector', '@truncates') or isinstance(rule, dict) else \
@@ -488,7 +507,7 @@ def release_forms(release:str|None, # a release with a saved audit (or the relea
             forms = [_TRUNCATES.get((re.search(r'truncates in: (\w+)', r.get('note') or '') or [None, None])[1], 'unknown') for r in rows]
         else: forms = [f for f in (_row_form(r, absent, gone) for r in rows) if f is not None]
         form = min(forms, key=lambda f: _RANK.get(f, 5)) if forms else 'unknown'
-        if form == 'differs' and key in _CONSUMER and release in lookahead.RELEASES: form = f'release {release}'
+        if form == 'differs' and key in _CONSUMER: form = _consumer_form(key, rows)
         out[key] = dict(form=form, rows=[r['contract'] for r in rows if r['contract'] not in gone])
     return out
 
@@ -498,8 +517,8 @@ def _variant_value(key:str, form:str, d:dict, spec, model, fixed:dict):
     base, B = key.split('.')[0], d['block_size']
     if form == 'no lookahead hashes' and base == 'prefix_protection':   # a release without them: the drop is its only protection
         return None if fixed[key] is None else 'neither' if fixed[key] == 'neither' else 'drop'
-    if form.startswith('release ') and key in _CONSUMER:   # fix 1's consumers as that release derives them
-        return lookahead.release_lookaheads(spec, model.has_mamba)[_CONSUMER[key]][form.split()[1]] if fixed[key] is not None else None
+    if form in lookahead.FORMS and key in _CONSUMER:   # fix 1's consumers under the form the audit found (the intermediate one)
+        return lookahead.form_lookaheads(spec, model.has_mamba)[_CONSUMER[key]][form] if fixed[key] is not None else None
     if form == 'coordinator_drop_group_ids_0330' and base == 'drop_group_ids':
         method = spec.method if spec else None
         ids = draft_groups.consumer_drop_group_ids(_groups(model, method), method, key.split('.')[1], '0.33.0')

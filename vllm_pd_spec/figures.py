@@ -38,7 +38,7 @@ def arms_table(rows:dict, # {arm: row} of one setting (`run_setting`)
                           'drafted steps only': r['mean_acceptance_length_drafted'], 'per-position acceptance': r['per_position_acceptance'],
                           'tainted entries (requests)': f"{r['tainted_entries']} ({r['requests_tainted']})",
                           'of which stale re-prefill': r['stale_reprefill_entries'],
-                          "fix 2's invariant (0.33.0's backoff, measured)": r['invariant'] if 'split_as_fixed' in r else '—',
+                          "fix 2's invariant (0.34.0's backoff, measured)": r['invariant'] if 'split_as_fixed' in r else '—',
                           'census = contract': not r['contract_mismatches'], 'requests ≠ standalone': r['requests_differing']}
                          for a, r in rows.items()], decimals=4, drop_constant=False)
 
@@ -267,10 +267,10 @@ def plot_rows(res:ExperimentResult, # what `run` returned
     rules = list(dict.fromkeys(r['arm'] for r in res.rows))
     colors = {rule: to_rgba(arm_color(shade.get(rule, ('fixed', 1.0))[0]), shade.get(rule, ('fixed', 1.0))[1]) for rule in rules}
     legacy = [r for r in rules if shade.get(r, ('fixed',))[0] == 'legacy']
-    fig = match_panels(res, 'setting', colors, groups=[('legacy rules', legacy), ("0.33.0's rules", [r for r in rules if r not in legacy])])
+    fig = match_panels(res, 'setting', colors, groups=[('legacy rules', legacy), ("fixed rules", [r for r in rules if r not in legacy])])
     if title: fig.suptitle(title)
     show(fig, alt='Share of requests whose P/D continuation equals standalone, per k, for each arm (row rule, padding, kernel); '
-                  "one panel per setting, the legacy rules in the top row, 0.33.0's two runners below.")
+                  "one panel per setting, the legacy rules in the top row, the fixed rules (0.33.0 V1, 0.34.0's V2) below.")
 
 # %% ../nbs/41_figures.ipynb #d1f4ea46
 def plot_guard(res:ExperimentResult # what `run` returned
@@ -278,7 +278,7 @@ def plot_guard(res:ExperimentResult # what `run` returned
     "Exact-match rate against standalone per k, one panel per model (one under the other), one bar per arm, its value written."
     from matplotlib.colors import to_rgba
     from vllm_pd_spec.plotting import arm_color, show
-    names = {'legacy': 'guard off + padding (main #45237..#47466)', 'fixed': 'guard on (0.33.0)', '0.24.0': '0.24.0: no guard, no padding'}
+    names = {'legacy': 'guard off + padding (main #45237..#47466)', 'fixed': 'guard on (0.34.0)', '0.24.0': '0.24.0: no guard, no padding'}
     colors = {names['legacy']: arm_color('legacy'), names['fixed']: arm_color('fixed'), names['0.24.0']: to_rgba(arm_color('legacy'), 0.45)}
     show(match_panels(res, 'model', colors, names, fmt='{:.2f}', top=1.2, stack=True),
          alt='Share of requests whose P/D continuation equals standalone through the Triton kernel, per k and model, '

@@ -20,12 +20,12 @@ from .config import ArgTypeError, check, check_choice, check_int
 # %% ../nbs/00a_plotting.ipynb #e969e147
 ARM_COLORS = {  # arm: colour, the same on every page
     'legacy': '#D55E00',           # vermillion: a shipped release before the fix
-    'fixed': '#0072B2',            # blue: vLLM 0.33.0's behaviour
+    'fixed': '#0072B2',            # blue: the fixed form (vLLM 0.34.0, the newest audited release)
     'standalone': '#555555',       # grey: one engine, no P/D (the reference)
     'backoff': '#009E73',          # green: prefill backoff alone
     'handoff': '#E69F00',          # orange: hidden-state hand-off alone
     'backoff+handoff': '#CC79A7',  # reddish purple: backoff and hand-off together
-    'resetonadd': '#56B4E9',       # sky blue: 0.33.0 whose drafter resets a slot's rows when a request is added (ours)
+    'resetonadd': '#56B4E9',       # sky blue: 0.34.0 whose drafter resets a slot's rows when a request is added (ours)
 }
 
 def arm_color(arm:str, # an arm's name: a key of `ARM_COLORS`, in any case, spaces ignored

@@ -26,7 +26,7 @@ EXPERIMENTS = {  # fix: (name, module)
     6: ('kernel guard', 'vllm_pd_spec.experiments.guard'),
 }
 DEFAULT_LABELS = {  # fix: (legacy, fixed) for an experiment whose result names neither
-    2: ('0.27.1', '0.33.0'), 3: ('0.27.1', '0.33.0'),
+    2: ('0.27.1', '0.34.0 (NIXL)'), 3: ('0.27.1 (NIXL, Mooncake)', '0.34.0'),
 }
 
 # %% ../nbs/81_reproduce.ipynb #1a95c926
@@ -71,7 +71,7 @@ FIX_PAGES = {  # fix: (page, the bug in one line, what the seed measured)
 }
 VERDICTS = ('"consequence seen" means the legacy run showed, on the named metric, what a user of that code would see '
             '(lost acceptance or accuracy, other outputs, a dead engine, another request\'s KV overwritten); "invariant held" '
-            'means the fixed run (vLLM 0.33.0) kept the invariant the fix states, in every setting it ran, judged against a reference '
+            'means the fixed run (the newest audited vLLM, 0.34.0, where its code is the fix) kept the invariant the fix states, in every setting it ran, judged against a reference '
             'the fix cannot change (a run without a drafter, the release\'s own number written out, the contract applied to what '
             'the engine did); the exit status reads the same verdict.')
 
@@ -129,17 +129,19 @@ def metric_figures(r:ExperimentResult)->str:
                f"(fixed − legacy {pm(d['fixed_minus_legacy_drafted'])})") if d.get('drafted') and d.get('fixed_minus_legacy_drafted') else ''
     return f'{r.metric}: {_cell(r.legacy, 3)} → {_cell(r.fixed, 3)}{ci}{drafted}' + (f'. Run: {r.run}' if r.run else '')
 
-def summary_table(results:list # `ExperimentResult`s
+def summary_table(results:list, # `ExperimentResult`s
+                  seen:dict|None=None # {fix: whether vLLM's own engine showed the consequence, in words}: a 'seen in vLLM' column
                  )->str:
     "A markdown table, one row per fix: page, bug, legacy code, verdicts, metric with legacy and fixed figures, seed's figure, direction."
     hdr = ['fix', 'the bug', 'legacy code', 'consequence seen (legacy)', 'invariant held (fixed)', 'metric: legacy → fixed',
-           "seed's figure", 'direction reproduced']
+           "seed's figure", 'direction reproduced'] + (['seen in vLLM'] if seen is not None else [])
     rows = []
     for r in results:
         page, bug, seed = FIX_PAGES.get(r.fix, (None, r.name, None))
         rows.append([f'[{r.fix}: {r.name}]({page})' if page else f'{r.fix}: {r.name}', bug, r.legacy_label or '—',
                      'yes' if r.legacy_consequence_seen else 'no', invariant_verdict(r),
-                     metric_figures(r), seed or r.seed_figure, direction_reproduced(r)])
+                     metric_figures(r), seed or r.seed_figure, direction_reproduced(r)]
+                    + ([seen.get(r.fix, 'not run')] if seen is not None else []))
     return markdown_table([dict(zip(hdr, r)) for r in rows], hdr)
 
 # %% ../nbs/81_reproduce.ipynb #43674900

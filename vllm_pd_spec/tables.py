@@ -102,16 +102,17 @@ def measured_line(r, # an `ExperimentResult`, or its saved JSON as a dict
                   decimals:int=3, # digits after the point for floats
                   run:str|None=None, # the run's label (default: `run_label` of the result's `setup`)
                  )->str:
-    "One result's headline as a sentence (the metric, legacy figure (its code) -> fixed figure (its code), standalone, the run), marked by `headline`."
+    "One result's headline as a sentence (the metric, legacy figure (its code) -> fixed figure (its code), standalone, the run: `run`, else the result's own, else its setup's), marked by `headline`."
     d = r if isinstance(r, dict) else r.to_json()
     for key in ('metric', 'legacy', 'fixed'):
         check(key in d, 'r', r, f'a result with {key!r}')
     fig = lambda x: _cell(x, decimals) if not isinstance(x, (dict, list)) else '—'
     label = lambda k: f" ({d[k].split(' (')[0]})" if d.get(k) else ''
-    run = run or run_label(d.get('setup'))
+    run = run or d.get('run') or run_label(d.get('setup'))
     s = f"{d['metric']}: **{fig(d['legacy'])}** legacy{label('legacy_label')} → **{fig(d['fixed'])}** fixed{label('fixed_label')}"
     s += (f"; standalone {fig(d['standalone'])}" if d.get('standalone') is not None else '') + (f' <span class="run-label">({run})</span>' if run else '')
-    return headline(s, fix=d.get('fix'), run=run, metric=d['metric'], legacy=fig(d['legacy']), fixed=fig(d['fixed']),
+    return headline(s, fix=d.get('fix'), run=run.split(';')[0].strip() if run else run, metric=d['metric'],  # the run's name: up to its first ';'
+                    legacy=fig(d['legacy']), fixed=fig(d['fixed']),
                     standalone=fig(d['standalone']) if d.get('standalone') is not None else None,
                     legacy_label=d.get('legacy_label'), fixed_label=d.get('fixed_label'),
                     consequence=d.get('legacy_consequence_seen'), invariant=d.get('invariant_holds'))

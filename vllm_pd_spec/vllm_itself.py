@@ -159,11 +159,11 @@ def device_seconds(session:dict)->list:
 
 # %% ../nbs/94_vllm_itself.ipynb #4224b680
 NOT_BUILT = {  # fix -> why no experiment in vLLM itself exists for it
-    1: 'not run: 0.25.0, the release that runs on the H200 image, has no multi-module MTP, whose lookahead the '
-       'components disagree on; releases with it pin torch 2.13 or 2.14',
-    2: 'not run: needs multi-module MTP (0.27.1 onwards, torch 2.13/2.14) and a trained multi-module checkpoint; '
-       'written as a protocol',
-    4: 'not run: 0.25.0 already ships the k+1 DFlash slots, and no DFlash experiment was built for vLLM itself',
+    1: 'not runnable on 0.25.0: it has no multi-module MTP, the drafter whose lookahead the consumers disagree on '
+       '(the releases that have it need torch 2.13 or newer)',
+    2: 'not runnable on 0.25.0: needs multi-module MTP (0.27.1 onwards, torch 2.13 or newer) and a trained '
+       'multi-module checkpoint; written as a protocol',
+    4: 'not runnable on 0.25.0: it already ships the k+1 DFlash slots (no DFlash experiment in vLLM itself)',
 }
 PD_ARMS = {5: ('row_rule_pre_47466_v1', 'row_rule_pre_47466_v2'), 6: ('guard_off',)}
 
@@ -181,14 +181,15 @@ def seen_in_vllm(fix:int, # 1..6
         f = fix3_figures(res)
         if f and f['shipped_died'] and f['fixed_died'] is None:
             d = f['shipped_died']
-            return dict(fix=3, seen='yes', reason=f"yes: vLLM {run['env']['vllm']} dies on `{d['source']}` "
+            gpu = (run.get('env') or {}).get('gpu', 'a GPU').split(',')[0].removeprefix('NVIDIA ')
+            return dict(fix=3, seen='yes', reason=f"yes: reproduced in vLLM {run['env']['vllm']} on an {gpu}: it dies on `{d['source']}` "
                         f"({d['file']}:{d['line']}); {f['fixed_served']}/{f['fixed_requests']} served with #53523's order")
         return dict(fix=3, seen='not run', reason='not run: the saved run holds no completed fix-3 pair of arms')
     found = [q for n in PD_JOBS for a in PD_ARMS[fix] if (q := pd_paired(res, n, a))]
     if not found:
         why = '; '.join(f"{PD_JOBS[n]}: {s['status']}, {', '.join(s['arms_done']) or 'no arm'} done"
                         for n, s in ((n, pd_status(res, n)) for n in PD_JOBS))
-        return dict(fix=fix, seen='not run', reason=f'not run: no P/D arm finished within the device time ({why})')
+        return dict(fix=fix, seen='not run', reason=f'not run: no P/D arm of the saved run finished ({why})')
     said = [q['equal']['decides'] for q in found]
     seen = 'yes' if all(x == 'yes' for x in said) else 'no' if any(x.startswith('no:') for x in said) else 'not decided'
     runners = ' and '.join(PD_JOBS[q['job']] for q in found)

@@ -74,23 +74,24 @@ def probe_lookahead_consumers()->list:
     L, out = _lookahead(), []
     cases = _consumer_cases()
     fixed_L = lambda cd: L.num_prefill_lookahead_tokens(our_spec(cd[0])) + cd[1]
+    mid = lambda consumer: {'intermediate': lambda cd: L.intermediate_lookaheads(our_spec(cd[0]))[consumer]}  # named for the note
     # KV-cache planner: ran
     name = '1. lookahead consumer: sliding-window extra_retained_tokens'
     fn = locate('vllm.v1.core.kv_cache_planning:get_global_kv_cache_groups')
     if fn is not None and 'extra_retained_tokens' in inspect.getsource(fn):
         out.append(classify(name, where(fn), cases, lambda cd: _planner_retention(perturbed_config(*cd)),
                             lambda cd: L.extra_retained_tokens(fixed_L(cd)),
-                            lambda cd: L.legacy_extra_retained_tokens(our_spec(cd[0])), show=_show_consumer,
+                            lambda cd: L.legacy_extra_retained_tokens(our_spec(cd[0])), show=_show_consumer, variants=mid('kv_cache_planner'),
                             note='ran get_global_kv_cache_groups; its grouping step stubbed to capture the specs'))
     else:
-        out.append(_retention_by_source(name, cases, fixed_L))
+        out.append(_retention_by_source(name, cases, fixed_L, mid('kv_cache_planner')))
     # Scheduler.__init__ and the MRV2 model runner: by source
-    for name, path, target, fx, lg in [
+    for name, path, target, fx, lg, consumer in [
         ('1. lookahead consumer: scheduler num_prefill_lookahead', 'vllm.v1.core.sched.scheduler:Scheduler.__init__',
-         'self.num_prefill_lookahead', fixed_L, lambda cd: L.legacy_scheduler_prefill_lookahead(our_spec(cd[0]))),
+         'self.num_prefill_lookahead', fixed_L, lambda cd: L.legacy_scheduler_prefill_lookahead(our_spec(cd[0])), 'scheduler'),
         ('1. lookahead consumer: model runner V2 next_prefill_tokens rows',
          'vllm.v1.worker.gpu.model_runner:GPUModelRunner.__init__', 'num_prefill_lookahead',
-         lambda cd: L.runner_prefill_lookahead(fixed_L(cd)), lambda cd: L.legacy_runner_prefill_lookahead(our_spec(cd[0])))]:
+         lambda cd: L.runner_prefill_lookahead(fixed_L(cd)), lambda cd: L.legacy_runner_prefill_lookahead(our_spec(cd[0])), 'runner')]:
         fn = locate(path)
         stmts = [] if fn is None else lift_writes(fn, target)
         if not stmts:
@@ -98,7 +99,7 @@ def probe_lookahead_consumers()->list:
             continue
         reads = any('num_prefill_lookahead_tokens' in s for s in stmts)
         out.append(classify(name, where(fn), cases, lambda cd, s=stmts, t=target: eval_consumer(s, t, cd), fx, lg,
-                            show=_show_consumer, how='by source',
+                            show=_show_consumer, how='by source', variants=mid(consumer),
                             note='; '.join(' '.join(s.split()) for s in stmts) + ('' if reads else ' (derives its own number)')))
     return out
 
@@ -111,7 +112,7 @@ def eval_consumer(stmts:list, target:str, cd):
     for s in stmts: exec(s, ns)
     return getattr(me, target[len('self.'):]) if target.startswith('self.') else ns[target]
 
-def _retention_by_source(name, cases, fixed_L)->Finding:
+def _retention_by_source(name, cases, fixed_L, variants=None)->Finding:
     "Fallback: the first `extra_retained_tokens = …` in vLLM's KV-cache modules, evaluated."
     L = _lookahead()
     for mod in ('vllm.v1.core.kv_cache_planning', 'vllm.v1.core.kv_cache_utils'):
@@ -127,7 +128,7 @@ def _retention_by_source(name, cases, fixed_L)->Finding:
                                      spec_config=vc.speculative_config)
             return classify(name, where(fn), cases, theirs, lambda cd: L.extra_retained_tokens(fixed_L(cd)),
                             lambda cd: L.legacy_extra_retained_tokens(our_spec(cd[0])), show=_show_consumer,
-                            how='by source', note=f'extra_retained_tokens = {expr}')
+                            how='by source', variants=variants, note=f'extra_retained_tokens = {expr}')
     return missing(name, 'vllm/v1/core/kv_cache_planning.py', 'vllm/v1/core/kv_cache_utils.py',
                    note='no extra_retained_tokens assignment (sliding windows keep no extra tokens)')
 

@@ -1,4 +1,4 @@
-"""How fix 2's experiment is run: the same engine in six named configurations (vLLM 0.27.1, 0.33.0's backoff, ours: 0.33.0 with the drafter's per-slot rows reset on add, upstream's hand-off prototype, our backoff + hand-off, standalone) on the same prompts; vLLM's acceptance count, and a census of the drafter KV entries on the decoding instance that still embed the prefill instance's guesses or a stale re-prefill, checked against the contract.
+"""How fix 2's experiment is run: the same engine in six named configurations (vLLM 0.27.1, 0.34.0's backoff, ours: 0.34.0 with the drafter's per-slot rows reset on add, upstream's hand-off prototype, our backoff + hand-off, standalone) on the same prompts; vLLM's acceptance count, and a census of the drafter KV entries on the decoding instance that still embed the prefill instance's guesses or a stale re-prefill, checked against the contract.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/prefill_backoff_experiment.html.md"""
 
@@ -32,14 +32,14 @@ ARMS = arms(
     Arm('legacy', LEGACY_0271, 'legacy', label='0.27.1',
         what='vLLM 0.27.1: every fix it lacks is off (1: the lookahead contract; 2: the Mamba-only backoff, 1 token with GDN '
              'layers, else 0; 3: truncation in get_num_new_matched_tokens; 5: the 0.27.1 row rule), no hand-off'),
-    Arm('backoff', role='fixed', label='0.33.0', what='vLLM 0.33.0 (#55055): backoff max(1 if GDN, L - 1), no hand-off'),
-    Arm('reset on add', role='ours', runner=dict(reprefill_state='reset on add'), label='ours (0.33.0 + reset on add)',
-        what="ours: 0.33.0, and a request never re-prefills the drafter's per-slot rows it did not write (the remedy for D's padded first step)"),
+    Arm('backoff', role='fixed', label='0.34.0 (NIXL)', what='vLLM 0.34.0 with NIXL (#55055; 0.33.0 has the same _prefill_backoff): backoff max(1 if GDN, L - 1), no hand-off'),
+    Arm('reset on add', role='ours', runner=dict(reprefill_state='reset on add'), label='ours (0.34.0 + reset on add)',
+        what="ours: 0.34.0, and a request never re-prefills the drafter's per-slot rows it did not write (the remedy for D's padded first step)"),
     Arm('handoff', role='upstream', engine=dict(handoff=True), backoff=contracts.backoff.handoff_prefill_backoff, label='upstream main (opt-in prototype)',
         what="upstream main's opt-in prototype: P computes every prompt token and ships its last max(1, L) hidden "
              "states; D samples from them and runs no target forward for prompt positions; no backoff"),
-    Arm('backoff+handoff', role='ours', engine=dict(handoff=True), label='ours', what="ours: 0.33.0's backoff and the hand-off together"),
-    Arm('standalone', role='reference', pd=False, label='0.33.0, no P/D', what='one engine, no P/D: the reference'),
+    Arm('backoff+handoff', role='ours', engine=dict(handoff=True), label='ours', what="ours: 0.34.0's backoff and the hand-off together"),
+    Arm('standalone', role='reference', pd=False, label='0.34.0, no P/D', what='one engine, no P/D: the reference'),
 )
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #eab3d237
@@ -174,13 +174,13 @@ def serve_arm(arm:Arm|str, # an arm, or its name in `ARMS`
                 max_num_seqs=max_num_seqs, seconds=s.seconds)
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #4c15857d
-RELEASE_LOOKAHEAD = {'mtp': lambda k: k if k > 1 else 1, 'eagle': lambda k: 1}  # 0.33.0 `VllmConfig.num_prefill_lookahead_tokens`, for drafts of k tokens
+RELEASE_LOOKAHEAD = {'mtp': lambda k: k if k > 1 else 1, 'eagle': lambda k: 1}  # 0.34.0's `VllmConfig.num_prefill_lookahead_tokens` (from `speculator_config`; 0.33.0 derives the same inline), for drafts of k tokens
 RELEASE_BACKOFF = {  # `backoff(has_mamba, L)` as each arm's code has it, written from the release's source, not from `contracts.backoff`
     '0.27.1': lambda has_mamba, L: 1 if has_mamba else 0,  # `_truncate_mamba_request_for_prefill`: Mamba only
-    '0.33.0': lambda has_mamba, L: max(1 if has_mamba else 0, L - 1),  # `NixlBaseConnectorScheduler._prefill_backoff` (#55055)
+    '0.34.0': lambda has_mamba, L: max(1 if has_mamba else 0, L - 1),  # `NixlBaseConnectorScheduler._prefill_backoff` (#55055), the same function in 0.33.0
     'prototype': lambda has_mamba, L: 0,  # upstream main's hand-off prototype: P computes every prompt token
 }
-FIX_RELEASE = '0.33.0'  # fix 2's invariant is #55055's backoff, whichever arm runs
+FIX_RELEASE = '0.34.0'  # fix 2's invariant is #55055's backoff, whichever arm runs
 
 def release_backoff(model:SpecModel, # the served weights (their layer kinds say whether there is GDN)
                     method:str, # 'mtp' or 'eagle'
@@ -365,8 +365,8 @@ def _result(rows:list, setup:dict, device:str)->ExperimentResult:
             f"{setup.get('max_num_seqs', 8)} in flight (D's slots reused), prompt set {rows[0]['seed']}",
         legacy=mal(arms, 'legacy'), fixed=mal(arms, 'backoff'), standalone=mal(arms, 'standalone'), seed_figure=SEED_FIGURE,
         paired=_vs(arms['backoff'], arms['legacy']),
-        invariant=("fix 2's, in the fixed arm (0.33.0): P computes and D loads N − b prompt tokens of every request, b = max(1 if GDN, "
-                   "L − 1) as 0.33.0's code has it (not read from the contract), and the drafter KV on D differs from a clean "
+        invariant=("fix 2's, in the fixed arm (0.34.0, NIXL): P computes and D loads N − b prompt tokens of every request, b = max(1 if GDN, "
+                   "L − 1) as 0.34.0's code has it (not read from the contract), and the drafter KV on D differs from a clean "
                    "recomputation exactly where the contract says for that b; and the engine's checks: lossless, standalone's census "
                    "clean, every arm's census equal to its own contract"),
         invariant_holds=bool(fixed_arms) and all(r['invariant'] for r in fixed_arms) and all(checks.values()),

@@ -46,7 +46,7 @@ class ExperimentResult:
     model:str|None=None # the model the headline figures come from, where it matters
     k:int|None=None # the speculative tokens per step of the headline figures, where it matters
     legacy_label:str|None=None # the code `legacy` ran: a release ('0.27.1 (...)') or 'main between #X and #Y (...)'
-    fixed_label:str|None=None # the code `fixed` ran: a release, normally '0.33.0'
+    fixed_label:str|None=None # the code `fixed` ran: a release, normally the newest audited ('0.34.0')
     paired:dict|None=None # the headline's fixed − legacy difference, paired (`paired_diff`): mean, ci95, n, over; None where there is none
     run:str='' # the headline's run in words: setting, requests, seeds
 
@@ -101,7 +101,7 @@ class Arm:
     fixes:Fixes=Fixes() # which fixes are on
     role:str='fixed' # one of `ROLES`
     pd:bool=True # a P/D pair (else one standalone engine)
-    label:str='' # the code it stands for: a release ('0.33.0'), upstream main, or ours
+    label:str='' # the code it stands for: a release ('0.34.0'), upstream main, or ours
     what:str='' # in words
     engine:dict=field(default_factory=dict) # more `LLMEngine` arguments (e.g. `handoff=True`, `gdn_rule=...`)
     runner:dict=field(default_factory=dict) # runner attributes set after it is built (e.g. `reprefill_state='reset on add'`)
@@ -129,7 +129,7 @@ def arms(*arms:Arm)->dict:
         out[a.name] = a
     return out
 
-STANDALONE = Arm('standalone', role='reference', pd=False, label='0.33.0, no P/D')  # one engine: what a P/D arm is compared with
+STANDALONE = Arm('standalone', role='reference', pd=False, label='0.34.0, no P/D')  # one engine: what a P/D arm is compared with
 
 # %% ../../nbs/40_experiments_common.ipynb #cfbcaed2
 def pool_blocks(model, # the weights: their layer kinds say how many KV groups draw on the pool

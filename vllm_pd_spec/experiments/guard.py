@@ -24,12 +24,12 @@ def kernel_backend(device:str # 'cpu' or 'cuda'
 
 ARMS = arms(
     Arm('legacy', Fixes().off('kernel_guard'), 'legacy', label='main between #45237 and #47466 (placeholder padding, no kernel guard)'),
-    Arm('fixed', label='0.33.0'),
+    Arm('fixed', label='0.34.0'),
     Arm('0.24.0', Fixes().off('kernel_guard'), 'legacy', engine=dict(gdn_rule='0.24.0'), scheduler=dict(pad_spec_decode=False),
         label='0.24.0 (its kernel, its row rule, no placeholder padding)'),
 )
 
-NO_SPEC = Arm('no speculation', role='reference', pd=False, label='0.33.0, no P/D, no drafter')  # the reference
+NO_SPEC = Arm('no speculation', role='reference', pd=False, label='0.34.0, no P/D, no drafter')  # the reference
 
 def guard_case(model_name:str, # 'text-attn' or 'text-hybrid'
                k:int, # MTP drafts per step
@@ -61,7 +61,7 @@ NOTES = ("Measured on the engine (LLMEngine / PDPair, float64, greedy, held-out 
          "assembling its inputs through the fused Triton kernel (Triton's interpreter on a CPU, the compiled kernel on "
          "CUDA): the share of requests whose P/D continuation equals the same prompts' run without a drafter (64 tokens) and the mean first "
          "differing position, per model and k: guard off with placeholder padding (Fixes().off(6), every other fix on: "
-         "main between #45237 and #47466, which added the guard: never a release) vs on (0.33.0), and vLLM 0.24.0 as released (its kernel, "
+         "main between #45237 and #47466, which added the guard: never a release) vs on (0.34.0, the kernel as in 0.33.0), and vLLM 0.24.0 as released (its kernel, "
          "its row rule, no padding). Both models pass every model gate. Nothing modelled; the models and text are ours.")
 
 def guard_rows(models=MODELS, ks=KS, num_prompts:int=NUM_PROMPTS, prompt_len:int=PROMPT_LEN, device:str='cpu',
@@ -99,7 +99,7 @@ def run(device:str='cpu', # 'cpu' (the interpreter) or 'cuda' (the compiled kern
     setup = dict(g, max_tokens=MAX_TOKENS, backend=kernel_backend(device), method='mtp', dtype='float64', greedy=True,
                  max_num_seqs=8, max_num_batched_tokens=512, transport=transport, other_fixes='on',
                  legacy="Fixes().off(6): 0.24.0's kernel with #45237's padding (main between #45237 and #47466)",
-                 fixed='Fixes(): vLLM 0.33.0 kernel', arms={a: ARMS[a].label for a in ARMS}, full=full, quick=quick)
+                 fixed='Fixes(): vLLM 0.34.0 kernel (as 0.33.0)', arms={a: ARMS[a].label for a in ARMS}, full=full, quick=quick)
     print(f'fix 6 setup:\n{setup_text(setup)}')
     with sweep(progress, len(g['models']) * len(g['ks']) * (1 + len(ARMS))) as bar:
         rows = guard_rows(**g, device=device, transport=transport, bar=bar)
@@ -122,6 +122,6 @@ def run(device:str='cpu', # 'cpu' (the interpreter) or 'cuda' (the compiled kern
         device=device, setup=setup | dict(full_run_triggers=bites), rows=rows, notes=NOTES, legacy_label=ARMS['legacy'].label, fixed_label=ARMS['fixed'].label,
         per_setting=[dict(setting=f'{m}, MTP k={k}, {setup["backend"]}', legacy=by[m, k, 'legacy']['exact_match_rate'],
                           fixed=by[m, k, 'fixed']['exact_match_rate'], standalone=None,
-                          arms={'main #45237..#47466': by[m, k, 'legacy']['exact_match_rate'], '0.33.0': by[m, k, 'fixed']['exact_match_rate'],
+                          arms={'main #45237..#47466': by[m, k, 'legacy']['exact_match_rate'], '0.34.0': by[m, k, 'fixed']['exact_match_rate'],
                                 '0.24.0 (no padding)': by[m, k, '0.24.0']['exact_match_rate']})
                      for m in g['models'] for k in g['ks']])

@@ -246,7 +246,7 @@ NOTES = ('Measured on the engine with text-attn (attention only, passes every ga
          'Sliding window: no text model has one; KV manager + SlotChecker with a stand-in runner (reads of freed blocks). '
          "Runner: 0.27.1's rows equal the contract's on every configuration, nothing to run. Connector: fix 2. "
          "0.29.0 (no #55055) gives the scheduler, planner, coordinator and runner 0.33.0's numbers, so its figure is the "
-         "fixed run's (column v0290): what the rows measure is the drift 0.27.1 -> 0.28.0, not #55055.")
+         "fixed run's (column v0290): what the rows measure is the drift 0.27.1 -> 0.29.0, not #55055.")
 
 def _setting_name(r:dict)->str:
     "One row of the results table: the consumer, the setting and what the figures count."
@@ -255,17 +255,17 @@ def _setting_name(r:dict)->str:
     if r['consumer'] == 'runner': return f"runner: next_prefill_tokens rows ({r['agree']} agree)"
     return f"{r['consumer'].replace('_', ' ')}: {r['setting']}: {what}"
 
-LEGACY_LABEL = '0.27.1 (before the consumer rules 0.28.0 added; the drift 0.27.1 -> 0.33.0)'
-FIXED_LABEL = '0.33.0 (#55055; 0.29.0 gives the same numbers to every consumer measured here)'
+LEGACY_LABEL = '0.27.1 (before the consumers derived the multi-module lookahead; the drift 0.27.1 -> 0.34.0)'
+FIXED_LABEL = '0.34.0 (#55055, as 0.33.0; 0.29.0 gives the same numbers to every consumer measured here)'
 _CONSUMER_OF_ROW = dict(scheduler=('scheduler',), kv_cache_coordinator=('kv_cache_coordinator', 'scheduler'),
                         kv_cache_planner=('kv_cache_planner',), runner=('runner',))
 
 def v0290_figure(r:dict, # one of `run`'s rows
                  spec:SpeculativeConfig|None, # the row's speculative config
                 )->object:
-    "The row's figure for vLLM 0.29.0: the fixed run's when 0.29.0 gives the row's consumers 0.33.0's numbers, else None (not run)."
-    n = lookahead.release_lookaheads(spec)
-    return r['fixed'] if all(n[c]['0.29.0'] == n[c]['0.33.0'] for c in _CONSUMER_OF_ROW[r['consumer']]) else None
+    "The row's figure for vLLM 0.29.0: the fixed run's when its intermediate form gives the row's consumers the fixed numbers, else None (not run)."
+    n = lookahead.form_lookaheads(spec)
+    return r['fixed'] if all(n[c]['intermediate'] == n[c]['fixed'] for c in _CONSUMER_OF_ROW[r['consumer']]) else None
 
 def _row_spec(r:dict)->SpeculativeConfig|None:
     "The speculative config a row ran with (the runner row: a multi-module MTP stand-in; its figures are not numbers)."
@@ -292,7 +292,7 @@ def run(device:str='cpu', # 'cpu' only: the model runs on the CPU here
     g = FULL if full else DEFAULT
     setup = dict({k: (f'{v[0]}..{v[-1]}' if isinstance(v, range) else v) for k, v in g.items()}, model=MODEL, method='mtp',
                  dtype='float64', greedy=True, budget=BUDGET, max_tokens=MAX_TOKENS, torch_threads=1, full=full,
-                 legacy='Fixes().off(1): vLLM 0.27.1', fixed='Fixes(): vLLM 0.33.0 (= 0.29.0 for these consumers)')
+                 legacy='Fixes().off(1): vLLM 0.27.1', fixed='Fixes(): vLLM 0.34.0, as 0.33.0 (= 0.29.0 for these consumers)')
     print(f'fix 1 setup:\n{setup_text(setup)}')
     with sweep(progress, len(g['reserve_ks']) + len(g['publication_ks']) + len(g['window_ks'])) as bar:
         reserve = reserve_rows(g['reserve_ks'], g['num_prompts'], BUDGET, MAX_TOKENS, bar)
@@ -302,7 +302,7 @@ def run(device:str='cpu', # 'cpu' only: the model runs on the CPU here
     for r in rows: r['v0290'] = v0290_figure(r, _row_spec(r))
     head = reserve[-1]
     per_setting = [dict(setting=_setting_name(r), legacy=r['legacy'], fixed=r['fixed'], standalone=None,
-                        arms={'0.27.1': r['legacy'], '0.33.0': r['fixed'], '0.29.0 (no #55055)': r['v0290']}) for r in rows]
+                        arms={'0.27.1': r['legacy'], '0.34.0': r['fixed'], '0.29.0 (no #55055)': r['v0290']}) for r in rows]
     return ExperimentResult(
         fix=1, name='lookahead contract',
         metric=f"mean acceptance length, chunked prefill, MTP k={head['k']} (text-attn)",

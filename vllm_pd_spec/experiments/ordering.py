@@ -1,4 +1,4 @@
-"""How the truncation-ordering experiment of fix 3 is run: requests sharing prefixes on a prefill instance of a GDN hybrid model, vLLM 0.27.1's hook order vs 0.33.0's, counting how often the engine dies on `assert num_new_tokens > 0` and how many requests each death takes with it.
+"""How the truncation-ordering experiment of fix 3 is run: requests sharing prefixes on a prefill instance of a GDN hybrid model, vLLM 0.27.1's hook order (NIXL, Mooncake) vs 0.34.0's, counting how often the engine dies on `assert num_new_tokens > 0` and how many requests each death takes with it.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/truncation_ordering_experiment.html.md"""
 
@@ -137,7 +137,7 @@ SEED, NUM_DOCS, MAX_LEN, HEADLINE_BLOCK = 0, 4, 64, 16
 NOTES = ('Measured on the engine (real Scheduler, KVCacheManager with prefix caching, P/D connector scheduler side) on a P '
          'instance of a full-attention + GDN model: the engine dies when assert num_new_tokens > 0 fails (EngineDeadError, '
          'as upstream\'s engine core); every request it held is lost. Legacy: vLLM 0.27.1\'s hook order (truncate in '
-         'get_num_new_matched_tokens, after the prefix lookup); fixed: 0.33.0\'s (on_new_request). Stream: two requests '
+         'get_num_new_matched_tokens, after the prefix lookup); fixed: 0.34.0\'s (on_new_request, as 0.33.0). Stream: two requests '
          'per step, prompts cut from four shared documents (seeded), P restarted cold after each death. Pair sweep: '
          'the same prompt twice, every length, checked against the ordering contract. Modelled: no model (stand-in '
          'runner); D reads P\'s blocks at the next step.')
@@ -155,7 +155,7 @@ def run(device:str='cpu', # unused: no model runs here
         progress=None, # `progress(total)` -> a bar with `.update()`, or None
         full:bool=False, # more block sizes, a longer stream, longer prompts
        )->ExperimentResult:
-    "Fix 3's experiment: engine deaths and requests lost on a P instance, vLLM 0.27.1's hook order vs 0.33.0's."
+    "Fix 3's experiment: engine deaths and requests lost on a P instance, vLLM 0.27.1's hook order vs 0.34.0's."
     g = FULL if full else DEFAULT
     setup = dict(block_sizes=g['block_sizes'], stream_requests=g['num_requests'], arrivals_per_step=2, budget=96,
                  pair_lengths=f"{g['lengths'][0]}..{g['lengths'][-1]}", seed=SEED, num_docs=NUM_DOCS, max_len=MAX_LEN,

@@ -34,7 +34,7 @@ def first_decode_step(k:int, # MTP drafts per step
                 s.update(num_prompt=len(new_req.prompt_token_ids), num_computed=new_req.num_computed_tokens,
                          num_scheduled=scheduler_output.num_scheduled_tokens[new_req.req_id], num_draft=len(drafts),
                          placeholders=sum(t < 0 for t in drafts))
-    with torch_threads(1): serve(Arm('fixed', label='0.33.0'), model, [prompt], k=k, max_tokens=1, observers=[StepObserver(on_schedule=first_step)])
+    with torch_threads(1): serve(Arm('fixed', label='0.34.0'), model, [prompt], k=k, max_tokens=1, observers=[StepObserver(on_schedule=first_step)])
     return dict(k=k, **s, prompt_tokens_in_row=s['num_prompt'] - s['num_computed'],
                 **{rule: int(row_rules.num_decode_draft_tokens(rule, [s['num_scheduled']], [s['num_draft']], [s['num_computed']],
                                                                [s['num_prompt']], [s['num_prompt']], k)[0]) for rule in row_rules.ROW_RULES})
@@ -68,7 +68,7 @@ class WrongPathRows(StepObserver):
             if (d and c < p) or (c >= p and req is not None and req.num_accepted > 1): self.need[rid] = 'spec'
             elif c == 0: self.need[rid] = 'prefill'
 
-NO_SPEC = Arm('no speculation', role='reference', pd=False, label='0.33.0, no P/D, no drafter')  # the reference: no row of it is a spec-decode row
+NO_SPEC = Arm('no speculation', role='reference', pd=False, label='0.34.0, no P/D, no drafter')  # the reference: no row of it is a spec-decode row
 
 def serve_rule(k:int, # MTP drafts per step
                prompts:list, # token-id lists
@@ -89,9 +89,9 @@ ARMS = arms(  # the decode engine's row rule (`gdn_rule`), the scheduler's place
     Arm('main #45237..#47466', role='legacy', engine=dict(gdn_rule='0.24.0'), label='main between #45237 and #47466 (0.24.0 rule + padding)'),
     Arm('0.24.0', Fixes().off('kernel_guard'), 'legacy', engine=dict(gdn_rule='0.24.0'), scheduler=dict(pad_spec_decode=False),
         label='0.24.0 (its rule, its kernel, no placeholder padding)'),
-    Arm('0.27.1', role='legacy', engine=dict(gdn_rule='0.27.1'), label='0.27.1 (has #47466; lacks the zero-draft row fix)'),
-    Arm('0.33.0 V1', engine=dict(gdn_rule='0.33.0 V1'), label='0.33.0, model runner V1'),
-    Arm('0.33.0 V2', engine=dict(gdn_rule='0.33.0 V2'), label='0.33.0, model runner V2'),
+    Arm('0.27.1', role='legacy', engine=dict(gdn_rule='0.27.1'), label='0.27.1 with MoRI-IO (has #47466; lacks the zero-draft row fix)'),
+    Arm('0.33.0 V1', engine=dict(gdn_rule='0.33.0 V1'), label='0.33.0, model runner V1 (removed in 0.34.0)'),
+    Arm('0.33.0 V2', engine=dict(gdn_rule='0.33.0 V2'), label='0.34.0, model runner V2 (the row rule as in 0.33.0)'),
 )
 KS, RULES, SETTING_NAMES, NUM_PROMPTS, PROMPT_LEN = (1,), ('main #45237..#47466', '0.24.0', '0.27.1', '0.33.0 V2'), tuple(SETTINGS), 8, 64
 FULL = dict(ks=(1, 2, 3, 4), rules=tuple(ARMS), settings=tuple(SETTINGS), num_prompts=16, prompt_len=128)

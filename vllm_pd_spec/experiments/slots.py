@@ -136,7 +136,7 @@ def compare(k:int, # DFlash drafts per step
 KS, NUM_REQUESTS, SEEDS, MAX_TOKENS, NUM_BLOCKS, MAX_NUM_SEQS = (3,), 16, (0, 1, 2), 16, 48, 4
 FULL = dict(ks=(3, 7), num_requests=48)
 SEED_FIGURE = 'crashes and prefix-cache corruption (#42971, #43733); no rate given'
-LEGACY_LABEL, FIXED_LABEL = '0.22.0 (k slots for DFlash, before #42971; none at a first prefill, before #43733)', '0.33.0'
+LEGACY_LABEL, FIXED_LABEL = '0.22.0 (k slots for DFlash, before #42971; none at a first prefill, before #43733)', '0.34.0'
 
 def slots_rows(ks=KS, num_requests:int=NUM_REQUESTS, seeds=SEEDS, device:str='cpu',
                bar=SILENT, # a progress bar (`.update()` per row)
@@ -169,7 +169,7 @@ def victims_summary(rows:list # `slots_rows`' rows
 NOTES = ("Measured on the engine (LLMEngine: Scheduler, KVCacheManager with prefix caching, ModelRunner with the "
          "text-attn model and its DFlash drafter, float64, greedy): a seeded stream of held-out prompts sharing prefixes, "
          "4 running at a time on a 48-block pool; legacy slots (vLLM 0.22.0: k, none at a first prefill) vs fixed "
-         "(vLLM 0.33.0: k+1, withheld only during an async load). Every KV write outside the writer's allocation is "
+         "(vLLM 0.34.0, as 0.33.0: k+1, withheld only during an async load). Every KV write outside the writer's allocation is "
          "followed through the runner's persistent block table (rows not cleared past a new occupant's blocks, as "
          "upstream's) to the block it lands in. Victims: requests whose held or later-reused cached block another "
          "request's stray write overwrote, per k and seed (each seed its own stream, both arms on it); means over seeds "
@@ -188,7 +188,7 @@ def run(device:str='cpu', # 'cpu' or 'cuda': where the engine runs
     g = dict(ks=KS, num_requests=NUM_REQUESTS) | (FULL if full else {})
     setup = dict(g, seeds=SEEDS, max_tokens=MAX_TOKENS, num_blocks=NUM_BLOCKS, max_num_seqs=MAX_NUM_SEQS, block_size=16,
                  model='text-attn + DFlash', dtype='float64', greedy=True, prompts='shared_prefix_prompts (held-out source)',
-                 legacy='Fixes().off(4): vLLM 0.22.0 slots', fixed='Fixes(): vLLM 0.33.0 slots', full=full, quick=quick)
+                 legacy='Fixes().off(4): vLLM 0.22.0 slots', fixed='Fixes(): vLLM 0.34.0 slots (as 0.33.0)', full=full, quick=quick)
     print(f'fix 4 setup:\n{setup_text(setup)}')
     with sweep(progress, len(g['ks']) * len(SEEDS)) as bar: rows = slots_rows(g['ks'], g['num_requests'], SEEDS, device, bar=bar)
     summary = victims_summary(rows)

@@ -231,7 +231,7 @@ def _pytest(vllm_file:str, dry_run:bool, timeout:int=170)->dict:
 
 def in_vllm(file:str # a file of an unpacked or installed vLLM
            )->str:
-    "The file's path inside the vLLM package (`vllm/v1/...`), without the machine's directories."
+    "The file's path inside the vLLM package (`vllm/v1/...`), without the local install's directories."
     parts = Path(file).parts
     return '/'.join(parts[max(i for i, p in enumerate(parts) if p == 'vllm'):]) if 'vllm' in parts else Path(file).name
 

@@ -66,7 +66,7 @@ def train(target_steps:int=400, # optimiser steps for the target
           drafter_steps:int=800, # optimiser steps for the drafters
           batch_size:int=16, seq_len:int=48, lr:float=3e-3,
           seed:int=0, # every random draw comes from this seed
-          threads:int=2, # CPU threads (the machine is shared)
+          threads:int=2, # CPU threads (a shared host)
           log_every:int=200, log=print)->SpecModel:
     "Train target then drafters from `seed`; returns the model (float32, CPU)."
     torch.set_num_threads(threads); torch.manual_seed(seed)
