@@ -15,7 +15,7 @@ __all__ = ['EXPLAIN_ROLES', 'DEFAULTS', 'FLAGS', 'LIMITS', 'HAZARDS', 'SITE', 'P
 # %% ../nbs/79_explain.ipynb #be028092
 import argparse, json, os, re, textwrap
 from pathlib import Path
-from .config import SpeculativeConfig, LayerSpec, ModelConfig, METHODS, ROLES, _show
+from .config import SpeculativeConfig, LayerSpec, ModelConfig, METHODS, ROLES, LIMITS as CONFIG_LIMITS, _show
 from .contracts import lookahead, backoff, ordering, slots, rows, guard
 
 # %% ../nbs/79_explain.ipynb #1298b9e6
@@ -28,7 +28,7 @@ _ALIASES = dict(num_speculative_tokens='k', num_mtp_modules='mtp_modules', has_m
 _CONFIG_FIELD = dict(method='method', num_speculative_tokens='k', num_mtp_modules='mtp_modules',
                      sliding_window='sliding_window', block_size='block_size')
 
-LIMITS = dict(k=(1, 64), mtp_modules=(1, 64), sliding_window=(1, 10_000_000), prompt_len=(1, 10_000_000),
+LIMITS = dict(k=(1, 64), mtp_modules=(1, 64), sliding_window=(1, CONFIG_LIMITS['max_model_len']), prompt_len=(1, 10_000_000),
               prefix_hit=(0, 10_000_000), block_size=(1, 65_536))  # field: (smallest, largest) allowed
 
 _FIELD = {v: k for k, v in _ALIASES.items() if k != 'has_mamba'}  # k -> num_speculative_tokens, as the config names it
