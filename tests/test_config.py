@@ -2,6 +2,7 @@
 import pytest
 from hypothesis import given, strategies as st
 from vllm_pd_spec.config import *
+from vllm_pd_spec.registry import fix_switches
 
 ks, mods = st.integers(1, 64), st.integers(1, 16)
 
@@ -48,11 +49,13 @@ def test_roles_and_params():
     assert type(p) is dict and p['do_remote_decode'] and not p['do_remote_prefill'] and p['remote_port'] == 5
     assert VllmConfig(role='decode').kv_role == 'kv_consumer'
 
-@given(st.sets(st.sampled_from(FIX_NAMES + tuple(range(1, 7)))))
+SWITCHES = fix_switches()  # {number: switch}, the registry's
+
+@given(st.sets(st.sampled_from(FIX_NAMES + tuple(SWITCHES))))
 def test_fix_switches(off):
     f = Fixes().off(*off)
-    names = {FIX_NAMES[x-1] if isinstance(x, int) else x for x in off}
-    for i, n in enumerate(FIX_NAMES, 1): assert f.is_on(n) == f.is_on(i) == (n not in names)
+    names = {SWITCHES[x] if isinstance(x, int) else x for x in off}
+    for i, n in SWITCHES.items(): assert f.is_on(n) == f.is_on(i) == (n not in names)
     assert f.on(*off) == Fixes()
     assert Fixes.all_off().on(*FIX_NAMES).off(*names) == f
 

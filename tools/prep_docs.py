@@ -26,14 +26,17 @@ step applies them and writes each notebook as a markdown page:
 
 Pages are named as nbdev names them (`01_lookahead.ipynb` -> `lookahead.html`). The nav is one explicit map:
 a deployer's path first (am I affected, the findings, explain, the audit, the plugin), the six fixes' pages and the
-pages beyond the six by name (`NAV`, in that order), then every other notebook by its floor, the first digit of its
-number (`FLOORS`: the experiments, then the engine and the kit), so a new notebook slots in by its number
-(tools/renumber.py names the floors). The home page's list of pages is the same map (`pages_list`).
+pages beyond the six by name (`NAV`, in that order; the package's registry, `vllm_pd_spec/registry.py`, lists them),
+then every other notebook by its floor, the first digit of its number (`FLOORS`: the experiments, then the engine
+and the kit), so a new notebook slots in by its number (tools/renumber.py names the floors). The home page's list of pages is the same map (`pages_list`).
 """
 import ast, base64, html, io, json, pprint, re, shutil, sys, yaml
 from nbdev.config import nbpath2html
 from pathlib import Path
 from urllib.parse import quote_plus
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # this tree's package, for its registry of fixes (pure data)
+from vllm_pd_spec import registry  # noqa: E402
 
 UPSTREAM = 'https://github.com/vllm-project/vllm'
 UPSTREAM_TAG = 'v0.34.0'  # cited upstream files link to this release's tree (the newest audited release)
@@ -43,14 +46,13 @@ REMOVED_FILES = Path(__file__).with_name('upstream_removed.json')
 _REMOVED = json.loads(REMOVED_FILES.read_text()) if REMOVED_FILES.exists() else {}
 MAX_IMG_PX = 1600         # twice the content column: sharp on a high-density screen, no larger
 
-FIXES = ['lookahead', 'prefill_backoff', 'truncation_ordering', 'dflash_slots', 'gdn_decode_detection',
-         'triton_kernel_guard']  # the six fixes' pages, fix 1 to fix 6
+_FIX_NBS, _BEYOND_NBS = registry.nav_pages()  # the fixes' pages and those beyond the six, in the registry's order
+FIXES = [nbpath2html(nb).stem for nb in _FIX_NBS]  # the six fixes' pages, fix 1 to fix 6
 AFFECTED = ('Am I affected?', 'index.html#if-you-run-pd-with-a-drafter')  # the home page's table, first in the nav
 NAV = [  # (nav section, its pages by name: the notebook's name without its number, or `AFFECTED`), first, in this order
     ('If you deploy P/D with a drafter', [AFFECTED, 'findings', 'explain', 'audit', 'plugin', 'use', 'glossary']),
     ('The six fixes', ['pd_meets_spec', *FIXES]),
-    ('Beyond the six', ['draft_groups', 'state_slots', 'draft_accounting', 'connector_lookup', 'waiting_queue',
-                        'lookahead_hashes', 'lookahead_hashes_experiment']),
+    ('Beyond the six', [nbpath2html(nb).stem for nb in _BEYOND_NBS]),
 ]
 FLOORS = [  # (nav section, the first digit of the notebook's number) for every other numbered notebook: the fixes'
     ('Experiments', '5'),                 # experiments, then the engine and the kit a reader of the code goes to

@@ -13,7 +13,7 @@ script plainly (it renames the branch's new notebooks, if mapped, and rewrites w
 
 The floors, in reading order (the number's first digit names the floor):
 
-    0x  config, plotting, the contracts (fixes 1-6, then the four beyond the six and the waiting queue)
+    0x  the registry, config, plotting, the contracts (fixes 1-6, then the four beyond the six and the waiting queue)
     1x  model (corpus, task, GDN, model, drafters, training)
     2x  kernels (fix 6's page is the home of `kernels.combine`)
     3x  engine (request ... scheduler, transport, runner, LLM engine, KV groups, offload, state exchange, NIXL)
@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT/'nbs'
 
 MAPPING = {  # old notebook name -> new (without .ipynb); identity entries are notebooks that keep their name
-    # 0x: config, plotting, contracts
+    # 0x: the registry, config, plotting, contracts
+    '000_registry': '000_registry',
     '00_config': '00_config',
     '45_plotting': '00a_plotting',
     '00b_tables': '00b_tables',

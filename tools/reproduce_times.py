@@ -6,14 +6,17 @@ Per fix: the process's wall time (start, imports, CUDA's initialisation, the exp
 experiment's own `seconds` from `--json`, the device it ran on, and the rest (wall - seconds: the process start and
 exit). Then what a start costs, each probe a fresh process timed the same way: the interpreter alone, `import torch`,
 `import torch` and CUDA's initialisation (`torch.zeros(1, device='cuda')`), and the `reproduce` module and every
-experiment module imported (`-X importtime`'s ten slowest, cumulative). `--whole` adds one `reproduce` of all six
-experiments in one process. Writes one JSON file.
+experiment module imported (`-X importtime`'s ten slowest, cumulative). `--whole` adds one `reproduce` of every
+experiment in one process. Writes one JSON file.
 """
 import argparse, json, os, platform, subprocess, sys, tempfile, time
 from pathlib import Path
 
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # this tree's package, for its registry of fixes
+from vllm_pd_spec.registry import experiments  # noqa: E402
+
 CLI = 'import sys; from vllm_pd_spec.cli import main; sys.exit(main())'  # what the `vllm-pd-spec` script runs
-MODULES = ['lookahead', 'backoff', 'ordering', 'slots', 'rows', 'guard']
+MODULES = [module.rsplit('.', 1)[1] for _, module in experiments().values()]  # the fixes' experiment modules
 
 def timed(args:list, env=None)->tuple:
     "`(wall seconds, exit status, stderr)` of one fresh process."
@@ -34,7 +37,7 @@ def importtime(code:str, top:int=10)->list:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--device', default='cuda', choices=['cpu', 'cuda'])
-    ap.add_argument('--fixes', default='1,2,3,4,5,6')
+    ap.add_argument('--fixes', default=','.join(map(str, experiments())))
     ap.add_argument('--whole', action='store_true', help='also time one reproduce of every fix in one process')
     ap.add_argument('--out', required=True)
     a = ap.parse_args(argv)

@@ -193,25 +193,25 @@ def make_kv_transfer_params(do_remote_prefill:bool=False, # D side: the prompt's
     return dict(do_remote_prefill=do_remote_prefill, do_remote_decode=do_remote_decode, **extra)
 
 # %% ../nbs/00_config.ipynb #1a26aaa6
-FIX_NAMES = ('lookahead_contract', 'prefill_backoff', 'truncation_ordering', 'dflash_slots',
-             'gdn_decode_detection', 'kernel_guard')
+from dataclasses import make_dataclass
+from typing import Annotated
+from .registry import fixes, fix_switches, span
+
+_FIX_SWITCHES = fix_switches()  # {number: switch}, from the registry
+FIX_NAMES = tuple(_FIX_SWITCHES.values())  # the switches, by number
 
 def _fix_name(x)->str:
-    "The fix name for a name or a number 1..6."
-    if is_int(x) and 1 <= x <= len(FIX_NAMES): return FIX_NAMES[x-1]
-    check(isinstance(x, str) and x in FIX_NAMES, 'fix', x, f'one of {", ".join(FIX_NAMES)} (or 1..{len(FIX_NAMES)})')
+    "The fix name for a name or a fix's number."
+    if is_int(x) and x in _FIX_SWITCHES: return _FIX_SWITCHES[x]
+    check(isinstance(x, str) and x in FIX_NAMES, 'fix', x, f'one of {", ".join(FIX_NAMES)} (or {span(_FIX_SWITCHES)})')
     return x
 
-@dataclass(frozen=True)
-class Fixes:
-    "Six switches, one per fix, all on by default."
-    lookahead_contract:bool=True # 1: one `num_prefill_lookahead_tokens` for every consumer
-    prefill_backoff:bool=True # 2: P keeps the whole lookahead window off the wire
-    truncation_ordering:bool=True # 3: truncate in `on_new_request`, before the prefix lookup
-    dflash_slots:bool=True # 4: DFlash gets k+1 lookahead slots, also after the first prefill
-    gdn_decode_detection:bool=True # 5: a spec-decode row has `num_scheduled == num_draft + 1`
-    kernel_guard:bool=True # 6: the input kernel never overwrites a prompt position
+_Switches = make_dataclass('_Switches', [(e.switch, Annotated[bool, e.title], True) for e in fixes()],  # documented by its page's title
+                           frozen=True, namespace=dict(__module__=__name__))
 
+@dataclass(frozen=True)
+class Fixes(_Switches):
+    "One switch per fix (`FIX_NAMES`), all on by default."
     def __post_init__(self):
         for name in FIX_NAMES: check_bool(name, getattr(self, name))  # `None` or `'no'` is not "off"
 
@@ -220,13 +220,13 @@ class Fixes:
         "Every fix off: the legacy behaviour throughout."
         return cls(**{n: False for n in FIX_NAMES})
     def off(self, *fixes)->'Fixes':
-        "A copy with `fixes` (names or numbers 1..6) turned off."
+        "A copy with `fixes` (names or numbers) turned off."
         return replace(self, **{_fix_name(f): False for f in fixes})
     def on(self, *fixes)->'Fixes':
-        "A copy with `fixes` (names or numbers 1..6) turned on."
+        "A copy with `fixes` (names or numbers) turned on."
         return replace(self, **{_fix_name(f): True for f in fixes})
     def is_on(self, fix)->bool:
-        "Whether `fix` (a name or a number 1..6) is on."
+        "Whether `fix` (a name or a number) is on."
         return getattr(self, _fix_name(fix))
 
 # %% ../nbs/00_config.ipynb #sc0a1b2d

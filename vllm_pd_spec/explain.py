@@ -15,6 +15,7 @@ __all__ = ['EXPLAIN_ROLES', 'DEFAULTS', 'FLAGS', 'LIMITS', 'HAZARDS', 'SITE', 'P
 # %% ../nbs/79_explain.ipynb #be028092
 import argparse, json, os, re, textwrap
 from pathlib import Path
+from . import registry
 from .config import SpeculativeConfig, LayerSpec, ModelConfig, METHODS, ROLES, LIMITS as CONFIG_LIMITS, _show
 from .contracts import lookahead, backoff, ordering, slots, rows, guard
 
@@ -72,48 +73,39 @@ def build_deployment(source:dict|None=None, # field -> where it came from (a fla
     return d, spec, model
 
 # %% ../nbs/79_explain.ipynb #59decde0
+def _hazard(fix:int, what:str)->tuple:
+    "`(fix, its page notebook, what goes wrong)`: the page is the registry's."
+    return fix, registry.notebook(fix), what
+
 HAZARDS = {  # key prefix: (fix, notebook, what goes wrong when the legacy number is used)
-    'num_prefill_lookahead_tokens': (1, 'nbs/01_lookahead.ipynb', "the scheduler's runway: a prefill chunk may end fewer than "
+    'num_prefill_lookahead_tokens': _hazard(1, "the scheduler's runway: a prefill chunk may end fewer than "
         "L tokens before the prompt's end, and the drafter's later modules read past the prompt (vLLM 0.27.1 reserves none)"),
-    'runner_prefill_lookahead': (1, 'nbs/01_lookahead.ipynb', "the runner keeps fewer next-prefill tokens than the "
+    'runner_prefill_lookahead': _hazard(1, "the runner keeps fewer next-prefill tokens than the "
         "drafter reads at a chunk boundary (never with vLLM 0.27.1's rows, which equal max(1, L))"),
-    'extra_retained_tokens': (1, 'nbs/01_lookahead.ipynb', 'a sliding window keeps too few blocks for the drafter to re-prefill'),
-    'prefill_backoff': (2, 'nbs/02_prefill_backoff.ipynb', "P computes prompt positions whose MTP KV embeds its unverified "
+    'extra_retained_tokens': _hazard(1, 'a sliding window keeps too few blocks for the drafter to re-prefill'),
+    'prefill_backoff': _hazard(2, "P computes prompt positions whose MTP KV embeds its unverified "
         "drafts and ships them; D never repairs them (#55055 reports acceptance 1.089; outputs stay lossless). The released "
         "backoff (0.33.0, 0.34.0) moves this taint rather than removing it: see the taint lines"),
-    'truncate_request_for_prefill': (2, 'nbs/02_prefill_backoff.ipynb', 'P keeps the drafter window in its prompt'),
-    'remote_prefill_token_count': (2, 'nbs/02_prefill_backoff.ipynb', "D loads the positions P's drafter filled from its drafts (#55055's account; see the taint lines)"),
-    'ships_clean_kv': (2, 'nbs/02_prefill_backoff.ipynb', "drafter KV derived from P's guesses stays on D (see the taint lines)"),
-    'schedule_num_new_tokens': (3, 'nbs/03_truncation_ordering.ipynb', "num_new_tokens <= 0 after the prefix hit: "
+    'truncate_request_for_prefill': _hazard(2, 'P keeps the drafter window in its prompt'),
+    'remote_prefill_token_count': _hazard(2, "D loads the positions P's drafter filled from its drafts (#55055's account; see the taint lines)"),
+    'ships_clean_kv': _hazard(2, "drafter KV derived from P's guesses stays on D (see the taint lines)"),
+    'schedule_num_new_tokens': _hazard(3, "num_new_tokens <= 0 after the prefix hit: "
         "Scheduler.schedule's `assert num_new_tokens > 0` fires and the engine core dies (#53514)"),
-    'num_lookahead_tokens': (4, 'nbs/04_dflash_slots.ipynb', 'DFlash reserves one slot fewer than it writes'),
-    'effective_lookahead_tokens': (4, 'nbs/04_dflash_slots.ipynb', "no lookahead slots on a request's first prefill, "
+    'num_lookahead_tokens': _hazard(4, 'DFlash reserves one slot fewer than it writes'),
+    'effective_lookahead_tokens': _hazard(4, "no lookahead slots on a request's first prefill, "
         "though the drafter drafts right after it: its writes overflow whenever the prompt ends near a block edge"),
-    'slots_cover_writes': (4, 'nbs/04_dflash_slots.ipynb', "the drafter writes KV past the request's allocation: "
+    'slots_cover_writes': _hazard(4, "the drafter writes KV past the request's allocation: "
         "an out-of-range slot or another request's block"),
-    'async_load_block_counts': (4, 'nbs/04_dflash_slots.ipynb', 'D allocates a different number of blocks than P ships'),
-    'is_spec_decode_row': (5, 'nbs/05_gdn_decode_detection.ipynb', "D's first step runs the prompt tail as a decode: "
+    'async_load_block_counts': _hazard(4, 'D allocates a different number of blocks than P ships'),
+    'is_spec_decode_row': _hazard(5, "D's first step runs the prompt tail as a decode: "
         "the GDN state starts from the wrong token (seed: GSM8K 0.32 -> 0.15-0.19)"),
-    'writes_last_sampled': (6, 'nbs/20_triton_kernel_guard.ipynb', 'the last sampled token overwrites prompt token x_N'),
+    'writes_last_sampled': _hazard(6, 'the last sampled token overwrites prompt token x_N'),
 }
 
 # %% ../nbs/79_explain.ipynb #810c1406
 SITE = 'https://vllm-pd-spec.github.io/vllm_pd_spec/'
-PAGES = {  # notebook: the page's title on the site (a test checks each against the notebook's heading)
-    'nbs/01_lookahead.ipynb': 'Fix 1: one lookahead for every consumer',
-    'nbs/02_prefill_backoff.ipynb': 'Fix 2: the prefill backoff',
-    'nbs/03_truncation_ordering.ipynb': 'Fix 3: truncate before the prefix lookup',
-    'nbs/04_dflash_slots.ipynb': "Fix 4: DFlash's lookahead slots",
-    'nbs/05_gdn_decode_detection.ipynb': 'Fix 5: which rows are spec-decode rows',
-    'nbs/20_triton_kernel_guard.ipynb': "Fix 6: the input-assembly kernel's prompt-tail guard",
-    'nbs/09a_draft_groups.ipynb': 'Drafter groups and the transfer set',
-    'nbs/09b_state_slots.ipynb': 'Mamba state slots in the exchange',
-    'nbs/09c_draft_accounting.ipynb': 'Draft tokens are never computed tokens',
-    'nbs/09d_connector_lookup.ipynb': 'The connector path equals the plain path',
-    'nbs/71_plugin.ipynb': 'A vLLM plugin for the connectors',
-    'nbs/09e_waiting_queue.ipynb': 'A load that holds blocks is never stranded',
-    'nbs/09f_lookahead_hashes.ipynb': 'Lookahead block hashes',
-}
+PAGES = {**registry.page_titles(),  # notebook: the page's title on the site (a test checks each against the notebook's heading)
+         'nbs/71_plugin.ipynb': 'A vLLM plugin for the connectors'}
 
 def page(notebook:str # a notebook path, as `HAZARDS` names it
         )->dict:
@@ -179,29 +171,29 @@ from .contracts import draft_groups, state_slots, draft_accounting, connector_lo
 
 # %% ../nbs/79_explain.ipynb #eedb2a14
 HAZARDS.update({
-    'drop_group_ids': (7, 'nbs/09a_draft_groups.ipynb', "consumers flag groups the fixed derivation does not: a flagged "
+    'drop_group_ids': _hazard(7, "consumers flag groups the fixed derivation does not: a flagged "
         "attention group loses the last block of every prefix hit, a flagged GDN group makes 0.27.1's offloading "
         "connector veto every lookup (0 prefix hits, #52735; open: #56026, #57032)"),
-    'draft_kv_on_d': (7, 'nbs/09a_draft_groups.ipynb', "D's drafter reads zeroed KV at prompt positions: acceptance "
+    'draft_kv_on_d': _hazard(7, "D's drafter reads zeroed KV at prompt positions: acceptance "
         "drops, outputs stay lossless (open: #54926)"),
-    'state_slot_received': (8, 'nbs/09b_state_slots.ipynb', "D's running GDN state is not P's (scratch slots paired by "
+    'state_slot_received': _hazard(8, "D's running GDN state is not P's (scratch slots paired by "
         "position, #50153): wrong tokens from D's first step"),
-    'connector_num_tokens': (9, 'nbs/09c_draft_accounting.ipynb', "a store counts D's placeholder drafts as computed "
+    'connector_num_tokens': _hazard(9, "a store counts D's placeholder drafts as computed "
         "tokens (open: #44304)"),
-    'storable_blocks': (9, 'nbs/09c_draft_accounting.ipynb', "a store saves past the block hashes: the Mooncake "
+    'storable_blocks': _hazard(9, "a store saves past the block hashes: the Mooncake "
         "store's worker asserts and the engine core dies (open: #51805)"),
-    'load_blocks': (9, 'nbs/09c_draft_accounting.ipynb', "the load mask prunes the EAGLE block a second time: a block "
+    'load_blocks': _hazard(9, "the load mask prunes the EAGLE block a second time: a block "
         "claimed as cached is never loaded, wrong tokens (#43516)"),
-    'last_block_drop': (10, 'nbs/09d_connector_lookup.ipynb', "DFlash/DSpark drop the last block of every prefix hit "
+    'last_block_drop': _hazard(10, "DFlash/DSpark drop the last block of every prefix hit "
         "they do not need to drop: context recomputed every turn (#54163)"),
-    'next_turn_hit': (10, 'nbs/09d_connector_lookup.ipynb', "the next turn's GDN prefix hit is shorter, or zero for "
+    'next_turn_hit': _hazard(10, "the next turn's GDN prefix hit is shorter, or zero for "
         "prompts under two blocks (#54163)"),
-    'connector_path': (10, 'nbs/09d_connector_lookup.ipynb', "any attached connector takes the per-group lookup: a "
+    'connector_path': _hazard(10, "any attached connector takes the per-group lookup: a "
         "request can resume where no GDN state is cached if the connector loads tokens past it (#53505)"),
-    'prefix_protection': (12, 'nbs/09f_lookahead_hashes.ipynb', "a prefix hit gives back its trailing block, "
+    'prefix_protection': _hazard(12, "a prefix hit gives back its trailing block, "
         "recomputed, where lookahead block hashes would keep it: fewer prefix-hit tokens per hit, the same acceptance "
         "(either protects the drafter's KV)"),
-    'waiting_queue': (11, 'nbs/09e_waiting_queue.ipynb', "D's waiting scan stops at a request that cannot allocate with "
+    'waiting_queue': _hazard(11, "D's waiting scan stops at a request that cannot allocate with "
         "requests holding blocks for landed loads behind it: nothing runs, nothing frees a block, the engine stalls (#57104, #57841)"),
 })
 
@@ -347,7 +339,7 @@ def format_explain(r:dict # `explain(...)`'s result
 def _taint_lines(t:dict|None)->list:
     "Fix 2's taint, one line per arm (nothing when the deployment has no P/D pair or no drafter that reads ahead)."
     if not t: return []
-    lines = [''] + _wrap(f"draft taint kept on D after its first decode step ({page('nbs/02_prefill_backoff.ipynb')['title']}; "
+    lines = [''] + _wrap(f"draft taint kept on D after its first decode step ({page(registry.notebook(2))['title']}; "
                          f"{t['modules']} drafter module(s); worst case: {t['worst_case']}):", indent=2)
     for name, a in t['arms'].items():
         where = '' if not a['entries'] or a['first_position'] is None else ' (' + ', '.join(
@@ -363,8 +355,11 @@ from .vllm_args import (PD_CONNECTORS, OTHER_CONNECTORS, human_int, read_vllm_ar
                                     read_kv_transfer_config, read_model_config, describe_layers)
 
 # %% ../nbs/79_explain.ipynb #d95d1303
-_L1, _G7, _A9, _C10 = '1. lookahead consumer: ', '7. draft groups: ', '9. draft accounting: ', '10. connector lookup: '
-_H12 = '12. lookahead hashes: '
+def _rows(number:int, *whats)->tuple:
+    "The audit's rows about entry `number` (`registry.audit_prefix`) that begin with `whats`."
+    return tuple(f'{registry.audit_prefix(number)}: {w}' for w in whats)
+
+_L1 = registry.audit_prefix(1) + ' consumer: '   # the rows about fix 1's consumers: '1. lookahead consumer: ...'
 GOVERNING = {  # number: (audit rows that decide the release's form, what a 'not present' row means)
     'num_prefill_lookahead_tokens': ((_L1 + 'Scheduler._reserve_prefill_lookahead',), 'legacy'),
     'runner_prefill_lookahead': ((_L1 + 'model runner V2 next_prefill_tokens rows',), 'legacy'),
@@ -372,28 +367,28 @@ GOVERNING = {  # number: (audit rows that decide the release's form, what a 'not
     'prefill_backoff': ('@connector', 'legacy'), 'truncate_request_for_prefill': ('@connector', 'legacy'),
     'remote_prefill_token_count': ('@connector', 'legacy'), 'ships_clean_kv': ('@connector', 'legacy'),
     'schedule_num_new_tokens': ('@truncates', 'legacy'),
-    **{key: (('4. slots: VllmConfig.num_lookahead_tokens', '4. slots: Scheduler.__init__ num_lookahead_tokens',
-              '4. slots: Scheduler.schedule effective lookahead'), 'legacy')
+    **{key: (_rows(4, 'VllmConfig.num_lookahead_tokens', 'Scheduler.__init__ num_lookahead_tokens',
+                    'Scheduler.schedule effective lookahead'), 'legacy')
        for key in ('num_lookahead_tokens', 'effective_lookahead_tokens', 'slots_cover_writes', 'async_load_block_counts')},
-    'is_spec_decode_row': (('5. rows: ',), 'legacy'),
-    'writes_last_sampled': (('6. guard: _combine_sampled_and_draft_tokens_kernel',), 'legacy'),  # the GPU kernel; the CPU port: its own row
-    'drop_group_ids.kv_coordinator': ((_G7 + 'KVCacheCoordinator',), 'legacy'),
-    'drop_group_ids.offloading': ({'OffloadingConnector': (_G7 + 'offloading',)}, 'legacy'),
-    'drop_group_ids.mooncake_store': ({'MooncakeStoreConnector': (_G7 + 'MooncakeStoreCoordinator',)}, 'legacy'),
-    'draft_kv_on_d': ((_G7 + 'KVCacheConfig.transfer_group_ids',), 'fixed'),   # 'not present': every group is sent
-    'state_slot_received': ({'Nixl': ('8. state slots: NIXL',), 'MoRIIOConnector': ('8. state slots: MoRI-IO',),
+    'is_spec_decode_row': (_rows(5, ''), 'legacy'),
+    'writes_last_sampled': (_rows(6, '_combine_sampled_and_draft_tokens_kernel'), 'legacy'),  # the GPU kernel; the CPU port: its own row
+    'drop_group_ids.kv_coordinator': (_rows(7, 'KVCacheCoordinator'), 'legacy'),
+    'drop_group_ids.offloading': ({'OffloadingConnector': _rows(7, 'offloading')}, 'legacy'),
+    'drop_group_ids.mooncake_store': ({'MooncakeStoreConnector': _rows(7, 'MooncakeStoreCoordinator')}, 'legacy'),
+    'draft_kv_on_d': (_rows(7, 'KVCacheConfig.transfer_group_ids'), 'fixed'),   # 'not present': every group is sent
+    'state_slot_received': ({'Nixl': _rows(8, 'NIXL'), 'MoRIIOConnector': _rows(8, 'MoRI-IO'),
                              'MooncakeConnector': ()}, 'unknown'),
-    'connector_num_tokens': ({'MooncakeStoreConnector': (_A9 + 'Mooncake store new-request token count',),
-                              'OffloadingConnector': (_A9 + 'offloading storable token count',)}, 'legacy'),
-    'storable_blocks': ({'MooncakeStoreConnector': (_A9 + 'Mooncake store save length',),
-                         'OffloadingConnector': (_A9 + 'offloading storable token count',)}, 'legacy'),
-    'load_blocks': ({'MooncakeStoreConnector': (_A9 + 'Mooncake store load mask',)}, 'legacy'),
-    'last_block_drop': ((_C10 + 'last-block drop by method',), 'legacy'),
-    'next_turn_hit': ((_C10 + "Mamba checkpoint",), 'legacy'),
-    'connector_path': ({'*': (_C10 + 'who takes the per-group path',)}, 'legacy'),
-    'prefix_protection': ((_H12 + 'hash lookahead per connector', _H12 + 'Scheduler trailing-block drop'), 'no lookahead hashes'),
-    'waiting_queue.holders_first': (('11. waiting queue: a landed load behind a request holding nothing',), 'legacy'),
-    'waiting_queue.load_margin_blocks': (('11. waiting queue: async-load admission margin',), 'legacy'),
+    'connector_num_tokens': ({'MooncakeStoreConnector': _rows(9, 'Mooncake store new-request token count'),
+                              'OffloadingConnector': _rows(9, 'offloading storable token count')}, 'legacy'),
+    'storable_blocks': ({'MooncakeStoreConnector': _rows(9, 'Mooncake store save length'),
+                         'OffloadingConnector': _rows(9, 'offloading storable token count')}, 'legacy'),
+    'load_blocks': ({'MooncakeStoreConnector': _rows(9, 'Mooncake store load mask')}, 'legacy'),
+    'last_block_drop': (_rows(10, 'last-block drop by method'), 'legacy'),
+    'next_turn_hit': (_rows(10, 'Mamba checkpoint'), 'legacy'),
+    'connector_path': ({'*': _rows(10, 'who takes the per-group path')}, 'legacy'),
+    'prefix_protection': (_rows(12, 'hash lookahead per connector', 'Scheduler trailing-block drop'), 'no lookahead hashes'),
+    'waiting_queue.holders_first': (_rows(11, 'a landed load behind a request holding nothing'), 'legacy'),
+    'waiting_queue.load_margin_blocks': (_rows(11, 'async-load admission margin'), 'legacy'),
 }
 
 def supported_releases()->tuple:
@@ -540,7 +535,7 @@ def _on_release_handoff(r:dict, forms:dict, d:dict, spec, model)->tuple:
     b = r['legacy']['prefill_backoff'] if (forms.get('prefill_backoff') or {}).get('form') == 'legacy' else None
     if b is None or b == r['fixed']['prefill_backoff']: return r['fixed'], r['legacy']
     fx, lg = _numbers(d, spec, model, False, b), _numbers(d, spec, model, True, b)
-    own = lambda key: key not in fx or HAZARDS[key.split('.')[0]][1] == 'nbs/02_prefill_backoff.ipynb'
+    own = lambda key: key not in fx or HAZARDS[key.split('.')[0]][0] == 2
     return ({k: v if own(k) else fx[k] for k, v in r['fixed'].items()}, {k: v if own(k) else lg[k] for k, v in r['legacy'].items()})
 
 def _key_states(r:dict, forms:dict, d:dict, spec, model)->dict:
@@ -711,7 +706,7 @@ def format_deployment(r:dict # `explain_deployment(...)`'s result
     if p is not None:
         said = lambda s: 'neither' if s == 'neither' else 'the trailing-block drop' if s == 'drop' else f"lookahead block hashes, L = {s.split('=')[1]}"
         same = p['hashes_disabled'] == p['runs']
-        lines += _wrap(f"a prefix hit's drafter KV ({page('nbs/09f_lookahead_hashes.ipynb')['title']}): {said(p['runs'])}; with "
+        lines += _wrap(f"a prefix hit's drafter KV ({page(registry.notebook(12))['title']}): {said(p['runs'])}; with "
                        f"disable_lookahead_block_hashes: {'the same' if same else said(p['hashes_disabled'])}", indent=2)
     lines.append('')
     rest = {}
@@ -734,7 +729,7 @@ def format_deployment(r:dict # `explain_deployment(...)`'s result
     t = r['draft_taint']
     if t:
         lines.append('')
-        f2 = page('nbs/02_prefill_backoff.ipynb')['title']
+        f2 = page(registry.notebook(2))['title']
         text = (f"Drafter KV that D keeps from P's guesses or another request's slot rows ({f2}; worst case, P's first held-back guess wrong): "
                 f"{_n(t['as_deployed']['entries'], 'entry', 'entries')} as deployed (backoff {t['as_deployed']['backoff']})")
         if t['fixed_backoff']['backoff'] != t['as_deployed']['backoff']:

@@ -12,22 +12,14 @@ __all__ = ['EXPERIMENTS', 'DEFAULT_LABELS', 'FIX_PAGES', 'VERDICTS', 'SEED_DIREC
 # %% ../nbs/81_reproduce.ipynb #f6c86541
 import argparse, importlib, inspect, json, sys, time
 from tqdm.auto import tqdm
+from . import registry
 from .config import check_output_path
 from .experiments.common import ExperimentResult, check_device, check_transport, decides, pm
 from .tables import markdown_table, _cell
 
 # %% ../nbs/81_reproduce.ipynb #ea997606
-EXPERIMENTS = {  # fix: (name, module)
-    1: ('lookahead contract', 'vllm_pd_spec.experiments.lookahead'),
-    2: ('prefill backoff', 'vllm_pd_spec.experiments.backoff'),
-    3: ('truncation ordering', 'vllm_pd_spec.experiments.ordering'),
-    4: ('DFlash slots', 'vllm_pd_spec.experiments.slots'),
-    5: ('GDN decode detection', 'vllm_pd_spec.experiments.rows'),
-    6: ('kernel guard', 'vllm_pd_spec.experiments.guard'),
-}
-DEFAULT_LABELS = {  # fix: (legacy, fixed) for an experiment whose result names neither
-    2: ('0.27.1', '0.34.0 (NIXL)'), 3: ('0.27.1 (NIXL, Mooncake)', '0.34.0'),
-}
+EXPERIMENTS = registry.experiments()  # fix: (name, module)
+DEFAULT_LABELS = registry.default_labels()  # fix: (legacy, fixed) for an experiment whose result names neither
 
 # %% ../nbs/81_reproduce.ipynb #1a95c926
 def run_experiment(fix:int, # 1..6
@@ -54,21 +46,7 @@ def run_experiment(fix:int, # 1..6
     return res
 
 # %% ../nbs/81_reproduce.ipynb #152b00bd
-FIX_PAGES = {  # fix: (page, the bug in one line, what the seed measured)
-    1: ('01_lookahead.ipynb', "each consumer of the drafter's prefill lookahead derives its own number; for multi-module MTP they drift",
-        "none: #55055's benchmark measures the backoff (fix 2)"),
-    2: ('02_prefill_backoff.ipynb', 'P computes and ships prompt positions whose multi-module MTP KV embeds unverified drafts; D never repairs them',
-        "1.089: mean acceptance length on P/D before #55055, the PR's benchmark (one model, one batch size)"),
-    3: ('03_truncation_ordering.ipynb', 'P truncates the prompt after the prefix lookup: num_new_tokens == 0 and the assertion kills the engine core',
-        'none: #53514 and #53706 report the crash, not a rate'),
-    4: ('04_dflash_slots.ipynb', 'DFlash writes KV one position past its allocation', 'none: #43733 reports a crash, not a rate'),
-    5: ('05_gdn_decode_detection.ipynb', "D runs the prompt's last token as a decode row: the GDN state starts from the wrong token",
-        'GSM8K 0.32 standalone, 0.15-0.19 on P/D before #47466 (Qwen3.5-0.8B, MTP, concurrency > 1): main between #45237 '
-        "and #47466 (0.24.0's row rule + #45237's placeholder padding, no kernel guard), not a release"),
-    6: ('20_triton_kernel_guard.ipynb', 'the input-assembly kernel writes the last sampled token over prompt token x_N',
-        "the same GSM8K drop as fix 5, on the same main-branch stretch (main between #45237's padding and #47466, which added the guard; both first "
-        'released in 0.25.0); the seed\'s PR carries both the row rule and this guard'),
-}
+FIX_PAGES = registry.fix_pages()  # fix: (page, the bug in one line, what the seed measured)
 VERDICTS = ('"consequence seen" means the legacy run showed, on the named metric, what a user of that code would see '
             '(lost acceptance or accuracy, other outputs, a dead engine, another request\'s KV overwritten); "invariant held" '
             'means the fixed run (the newest audited vLLM, 0.34.0, where its code is the fix) kept the invariant the fix states, in every setting it ran, judged against a reference '
@@ -107,9 +85,7 @@ def results_table(results:list # `ExperimentResult`s
     return markdown_table([dict(zip(hdr, r)) for r in rows], hdr)
 
 # %% ../nbs/81_reproduce.ipynb #1bb0fcaa
-SEED_DIRECTION = {  # fix: the direction the seed's figure moves with the fix on ('higher': the fixed arm's figure is larger)
-    2: 'higher', 5: 'higher', 6: 'higher',
-}
+SEED_DIRECTION = registry.seed_directions()  # fix: the direction the seed's figure moves with the fix on ('higher': the fixed arm's figure is larger)
 
 def direction_reproduced(r:ExperimentResult)->str:
     "Does our headline move the way the seed's did? 'yes' only where the paired 95% interval excludes 0 that way; 'not decided' where it holds 0."
