@@ -84,19 +84,23 @@ ENTRIES = (
 )
 
 # %% ../nbs/000_registry.ipynb #d85a265d
+def _entries(entries:tuple|None)->tuple:
+    "`entries`, or the package's registry when None."
+    return ENTRIES if entries is None else entries
+
 def entry(number:int, # an entry's number
-          entries:tuple=ENTRIES # the registry (default: the package's)
+          entries:tuple|None=None # the registry (default: the package's)
          )->Entry:
     "The entry numbered `number`; a ValueError naming the numbers there are."
-    for e in entries:
+    for e in _entries(entries):
         if e.number == number: return e
-    raise ValueError(f'fix={number!r} is invalid: must be one of {span(e.number for e in entries)}')
+    raise ValueError(f'fix={number!r} is invalid: must be one of {span(e.number for e in _entries(entries))}')
 
-def notebook(number:int, entries:tuple=ENTRIES)->str:
-    "The entry's own page, as a path from the repository's root: 'nbs/01_lookahead.ipynb'."
+def notebook(number:int, entries:tuple|None=None)->str:
+    "The entry's own page, as the path of its notebook from the repository's root."
     return 'nbs/' + entry(number, entries).pages[0]
 
-def audit_prefix(number:int, entries:tuple=ENTRIES)->str:
+def audit_prefix(number:int, entries:tuple|None=None)->str:
     "How the audit's rows about the entry begin: '2. backoff'."
     return f'{number}. {entry(number, entries).audit}'
 
@@ -109,39 +113,39 @@ def span(numbers)->str:
     return ', '.join(str(a) if a == b else f'{a}..{b}' for a, b in runs)
 
 # %% ../nbs/000_registry.ipynb #7212b2e6
-def fixes(entries:tuple=ENTRIES)->tuple:
+def fixes(entries:tuple|None=None)->tuple:
     "The entries with a `Fixes` switch, by number."
-    return tuple(sorted((e for e in entries if e.switch), key=lambda e: e.number))
+    return tuple(sorted((e for e in _entries(entries) if e.switch), key=lambda e: e.number))
 
-def fix_switches(entries:tuple=ENTRIES)->dict:
+def fix_switches(entries:tuple|None=None)->dict:
     "`{number: switch}` of the fixes: the numbers `Fixes.off` and its kin accept."
     return {e.number: e.switch for e in fixes(entries)}
 
-def fix_names(entries:tuple=ENTRIES)->tuple:
+def fix_names(entries:tuple|None=None)->tuple:
     "The `Fixes` switches, by number: `config.FIX_NAMES`."
     return tuple(fix_switches(entries).values())
 
-def experiments(entries:tuple=ENTRIES)->dict:
+def experiments(entries:tuple|None=None)->dict:
     "`{number: (name, module)}` of the fixes' experiments: `reproduce.EXPERIMENTS`."
     return {e.number: (e.name, e.experiment) for e in fixes(entries)}
 
-def default_labels(entries:tuple=ENTRIES)->dict:
+def default_labels(entries:tuple|None=None)->dict:
     "`{number: (legacy, fixed)}` where an experiment's result names neither arm's code: `reproduce.DEFAULT_LABELS`."
     return {e.number: e.labels for e in fixes(entries) if e.labels}
 
-def fix_pages(entries:tuple=ENTRIES)->dict:
+def fix_pages(entries:tuple|None=None)->dict:
     "`{number: (page, the bug in one line, what the seed measured)}`: `reproduce.FIX_PAGES`."
     return {e.number: (e.pages[0], e.bug, e.seed) for e in fixes(entries)}
 
-def seed_directions(entries:tuple=ENTRIES)->dict:
+def seed_directions(entries:tuple|None=None)->dict:
     "`{number: direction}` where the seed gives a figure: `reproduce.SEED_DIRECTION`."
     return {e.number: e.seed_direction for e in fixes(entries) if e.seed_direction}
 
-def page_titles(entries:tuple=ENTRIES)->dict:
+def page_titles(entries:tuple|None=None)->dict:
     "`{notebook: title}` of every entry's own page, the notebook as `explain` names it: `explain.PAGES`."
-    return {'nbs/' + e.pages[0]: e.title for e in sorted(entries, key=lambda e: e.number)}
+    return {'nbs/' + e.pages[0]: e.title for e in sorted(_entries(entries), key=lambda e: e.number)}
 
-def nav_pages(entries:tuple=ENTRIES)->tuple:
+def nav_pages(entries:tuple|None=None)->tuple:
     "`(the fixes' pages, the pages beyond the six)`, notebooks in the site's nav order (`tools/prep_docs.py`'s `NAV`)."
-    beyond = sorted((e for e in entries if not e.switch), key=lambda e: e.number)
+    beyond = sorted((e for e in _entries(entries) if not e.switch), key=lambda e: e.number)
     return [nb for e in fixes(entries) for nb in e.pages], [nb for e in beyond for nb in e.pages]
