@@ -243,6 +243,7 @@ def load_model(name:str|torch.dtype='tiny-hybrid', # a name in `MODELS` (a dtype
     if isinstance(name, torch.dtype): name, dtype = 'tiny-hybrid', name
     check_choice('name', name, list(MODELS))
     path = Path(path or DATA / f'{MODELS[name]}.safetensors')
+    check(path.exists(), 'name', name, f'a model whose weights ship in the package ({path.name} is not there), or give its file as path')
     with safe_open(str(path), 'pt') as f: meta = f.metadata() or {}
     if 'base' in meta:  # a variant: the base model's target and other drafters, this file's MTP
         base = load_model(meta['base'])
