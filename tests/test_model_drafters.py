@@ -64,3 +64,48 @@ def test_conv_mtp_depth_paged_equals_dense():
     assert d.attn_layers()[:2] == ['mtp.0', 'mtp.1'] and 'mtp.1.sconv.out' in cache.kv
     with pytest.raises(ValueError, match='d_model'): ConvDraftLayer(replace(a, head_dim=4), 'x')
     with pytest.raises(ValueError, match='kernel'): ConvDraftLayer(a, 'x', kernel=1)
+
+@pytest.mark.parametrize('form', ['rows', 'gather'])
+def test_paged_attention_gap(form, monkeypatch):
+    "A gap of g: a query reads its own position and those more than g back, in both paged forms; gap 0 is plain causal attention."
+    import vllm_pd_spec.model.model as M
+    monkeypatch.setattr(M, 'PAGED_ATTENTION', form)
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(10, 2, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    cache = (torch.zeros(3, 4, 2, 4, dtype=torch.float64), torch.zeros(3, 4, 2, 4, dtype=torch.float64))
+    pos, meta = M.make_meta([dict(block_table=[2, 0, 1], num_computed=0, query_len=10)], 4)
+    M.write_kv(cache, k, v, meta.slot_mapping)
+    p = torch.arange(10)
+    for gap in (0, 1, 3):
+        mask = (p[None] <= p[:, None]) & ((p[None] == p[:, None]) | (p[None] < p[:, None] - gap))
+        assert torch.allclose(M.paged_attention(q, cache, pos, meta, gap), M._attend(q, k, v, mask)), gap
+    assert torch.allclose(M.paged_attention(q, cache, pos, meta), M._attend(q, k, v, p[None] <= p[:, None]))
+    meta.causal = False
+    with pytest.raises(ValueError, match='causal'): M.paged_attention(q, cache, pos, meta, 2)
+
+def test_conv_mtp_gap_depth_reads_recent_positions_through_its_convolutions():
+    "A conv MTP depth with gap 3 (the registered variant's): paged equals dense, and the last position is blind to the attention KV of the 3 before it, not to their convolution state."
+    from vllm_pd_spec.model.drafters import ConvMTPDrafter, ConvDraftLayer
+    from vllm_pd_spec.model.model import ModelArgs, HybridLM, ModelCache, make_meta
+    a = ModelArgs(vocab_size=30, d_model=16, n_heads=2, head_dim=8, mlp_hidden=24, layer_kinds=('full_attention',), n_mtp=2)
+    torch.manual_seed(0)
+    d, t = ConvMTPDrafter(a, gap=3).double(), HybridLM(a).double()
+    assert d.gap == 3 and all(m.gap == 3 for m in d.modules_)
+    ids, h = torch.randint(0, 30, (1, 11)), torch.randn(1, 11, 16, dtype=torch.float64)
+    dense = d.modules_[1].dense(t.embed(ids), h, torch.arange(11))[0]
+    def run(zero=()):
+        "The depth over positions 0..9, then 10 alone, with `zero`'s layers zeroed at positions 7..9 before the last forward."
+        cache = ModelCache(d.attn_layers(), [], a, 3, 4, dtype=torch.float64)
+        out = []
+        for lo, hi in ((0, 6), (6, 10), (10, 11)):
+            if lo == 10:
+                for l in zero:
+                    for c in cache.kv[l]: c[1, 3] = 0; c[2, :2] = 0  # positions 7 (block 1, offset 3), 8 and 9 (block 2, offsets 0, 1)
+            pos, meta = make_meta([dict(block_table=[0, 1, 2], num_computed=lo, query_len=hi - lo)], 4)
+            out.append(d(t, 1, ids[0, lo:hi], h[0, lo:hi], pos, meta, cache))
+        return torch.cat(out)
+    clean = run()
+    assert torch.allclose(clean, dense)
+    assert torch.allclose(run(('mtp.1',))[-1], clean[-1])  # the gap: positions 7..9 are not attended from 10
+    assert not torch.allclose(run(('mtp.1.sconv.kv', 'mtp.1.sconv.out'))[-1], clean[-1])  # their convolution state is read
+    with pytest.raises(ValueError, match='gap'): ConvDraftLayer(a, 'x', kernel=4, gap=4)

@@ -90,7 +90,7 @@ def test_engine_fla_prefill_matches_reference():
 def test_model_cards():
     from vllm_pd_spec.model.drafters import model_cards
     cards = {c['name']: c for c in model_cards()}
-    assert set(cards) == set(MODELS)
+    assert set(cards) == {n for n, s in MODELS.items() if (DATA / f'{s}.safetensors').exists()} >= set(TEXT)
     for name in TEXT:
         c = cards[name]
         assert {'name', 'params', 'corpus', 'per_position_acceptance', 'zeroed_kv_cost'} <= set(c)
@@ -209,3 +209,19 @@ def test_fix2_census_covers_the_conv_state(arm, b):
         assert torch.equal(got, want), (got.nonzero().tolist(), want.nonzero().tolist())
         if arm == 'legacy':  # the stale re-prefill's taint reaches module 0's last prompt position through the convolution
             assert got[0, n - 1] and not X.predicted(n, k, run['backoff'], run['handoff_window'], e, num_rejected=run['log'].first_rejected(f'req-{i}'))[0, n - 1]
+
+def test_registered_gap_variant_round_trips(tmp_path):
+    "The registered variant that leans on its convolution state: its file's metadata rebuilds depths whose attention skips 3 positions, on text-attn's target."
+    from vllm_pd_spec.model.train_text import save_variant
+    name = 'text-attn-convmtp-gap'
+    assert VARIANTS[name] == dict(base='text-attn', mtp='conv', kernel=4, attention='gap', gap=3)
+    base = load_model('text-attn')
+    torch.manual_seed(0)
+    m = SpecModel(base.args, mtp_kernel=4, mtp_gap=3)
+    m.load_state_dict({k: v for k, v in base.state_dict().items() if not k.startswith('mtp.')}, strict=False)
+    back = load_model(name, path=save_variant(m, name, dict(tokenizer='bpe1024'), tmp_path))
+    assert back.mtp.gap == 3 and all(d.gap == 3 for d in back.mtp.modules_) and back.name == name
+    assert torch.equal(back.mtp.modules_[2].conv, m.mtp.modules_[2].conv.to(torch.bfloat16).float())
+    assert torch.equal(back.target.embed.weight, base.target.embed.weight)
+    if not (DATA / f'{MODELS[name]}.safetensors').exists():  # registered, not shipped: the name is refused without a file
+        with pytest.raises(ValueError, match='ship'): load_model(name)

@@ -126,11 +126,12 @@ def prompt_state_cost(name:str='text-attn-convmtp', # a text model in `MODELS` w
                       n_prompts:int=16, prompt_len:int=256, max_tokens:int=64,
                       parts:tuple=('conv', 'attention', 'all'), # what is zeroed, one run each (`_zero_prompt_kv`'s `part`)
                       first:int=8, # each request's first drafted steps, reported apart
+                      weights:Path|None=None, # a safetensors file with its card beside it (default: the shipped one)
                      )->dict:
     "How much the MTP drafter reads its own state at prompt positions: accepted drafts lost when a part of it is zeroed right after the prefill step, over every drafted step and over each request's first `first`."
     from vllm_pd_spec.experiments.common import StepLog
-    model = load_model(name, torch.float64)
-    prompts = heldout_prompts(n_prompts, prompt_len, tokenizer=json.loads(card_path(name).read_text())['tokenizer'])
+    model = load_model(name, torch.float64, path=weights)
+    prompts = heldout_prompts(n_prompts, prompt_len, tokenizer=json.loads(card_path(name, weights).read_text())['tokenizer'])
     ids = [f'req-{i}' for i in range(len(prompts))]
     def one(part):
         log, done = StepLog(), []

@@ -90,12 +90,14 @@ def short_conv_dense(x:torch.Tensor, # [B, T, d] whole sequences from position 0
 class ConvDraftLayer(nn.Module):
     "One conv MTP depth (ours, shaped like an Inkling MTP depth): the MTP input, then attention whose keys, values, output and MLP output each pass a short causal convolution."
     def __init__(self, args:ModelArgs, name:str, # cache key of its attention layer; its convolutions' under `{name}.sconv.kv`, `{name}.sconv.out`
-                 kernel:int=4 # taps of each convolution
+                 kernel:int=4, # taps of each convolution
+                 gap:int=0 # positions just before each query that its attention skips (0 .. kernel - 1): they reach the depth through the convolutions only
                 ):
         super().__init__()
         d = args.d_model
         if args.n_heads * args.head_dim != d: raise ValueError(f'n_heads * head_dim = {args.n_heads * args.head_dim} must equal d_model = {d}: a convolution stream is stored as one KV entry per position')
-        check_int('kernel', kernel, 2, 8)
+        check_int('kernel', kernel, 2, 8); check_int('gap', gap, 0, kernel - 1)
+        self.gap = gap
         self.enorm, self.hnorm, self.norm, self.n1, self.n2 = (RMSNorm(d) for _ in range(5))
         self.eh_proj = nn.Linear(2 * d, d, bias=False)
         self.attn = Attention(args, name)
@@ -111,7 +113,8 @@ class ConvDraftLayer(nn.Module):
         sh, k_in, v_in = a.shape[:-1] + (A.H, A.D), A.wk(a), A.wv(a)
         k, v = short_conv_dense(k_in, self.conv[0]).view(sh), short_conv_dense(v_in, self.conv[1]).view(sh)
         q, k = rope(A.wq(a).view(sh), positions, A.theta), rope(k, positions, A.theta)
-        mask = torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool, device=x.device).tril()
+        p = torch.arange(x.shape[-2], device=x.device)
+        mask = (p[None, :] <= p[:, None]) & ((p[None, :] == p[:, None]) | (p[None, :] < p[:, None] - self.gap))  # `paged_attention`'s, dense
         o = A.wo(_attend(q, k, v, mask).flatten(-2))
         x = x + short_conv_dense(o, self.conv[2])
         m = self.mlp(self.n2(x))
@@ -130,14 +133,14 @@ class ConvDraftLayer(nn.Module):
         v = short_conv(A.wv(a), self.conv[1], ckv[1], positions, meta).view(sh)
         q, k = rope(A.wq(a).view(sh), positions, A.theta), rope(k, positions, A.theta)
         write_kv(cache.kv[A.name], k, v, meta.slot_mapping)
-        x = x + short_conv(A.wo(paged_attention(q, cache.kv[A.name], positions, meta).flatten(-2)), self.conv[2], cout[0], positions, meta)
+        x = x + short_conv(A.wo(paged_attention(q, cache.kv[A.name], positions, meta, self.gap).flatten(-2)), self.conv[2], cout[0], positions, meta)
         return self.norm(x + short_conv(self.mlp(self.n2(x)), self.conv[3], cout[1], positions, meta))
 
 class ConvMTPDrafter(MTPDrafter):
     "`n_mtp` chained conv MTP depths (ours): the runner's MTP interface, with each depth's convolution state in cache layers of its own."
-    def __init__(self, args:ModelArgs, kernel:int=4):
-        nn.Module.__init__(self); self.kernel = kernel
-        self.modules_ = nn.ModuleList(ConvDraftLayer(args, f'mtp.{j}', kernel) for j in range(args.n_mtp))
+    def __init__(self, args:ModelArgs, kernel:int=4, gap:int=0):
+        nn.Module.__init__(self); self.kernel, self.gap = kernel, gap
+        self.modules_ = nn.ModuleList(ConvDraftLayer(args, f'mtp.{j}', kernel, gap) for j in range(args.n_mtp))
     def attn_layers(self)->list: return [m.name for m in self.modules_] + [n for m in self.modules_ for n in m.conv_layers()]
 
 # %% ../../nbs/14_drafters.ipynb #7d00091c
@@ -201,18 +204,21 @@ WEIGHTS = DATA / 'tiny_hybrid.safetensors'
 MODELS = {'tiny-hybrid': 'tiny_hybrid', # the Fibonacci-task model (the default, a deterministic fixture)
           'text-hybrid': 'text_hybrid', # attention + GDN target on Python source, with its drafters
           'text-attn': 'text_attn', # the attention-only target of the same size, with its drafters
-          'text-attn-convmtp': 'text_attn_convmtp'} # text-attn with the conv MTP (ours) in place of its MTP: only that drafter is shipped
-VARIANTS = {'text-attn-convmtp': dict(base='text-attn', mtp='conv', kernel=4, attention='full')} # a shipped target, another MTP
+          'text-attn-convmtp': 'text_attn_convmtp', # text-attn with the conv MTP (ours) in place of its MTP: only that drafter is shipped
+          'text-attn-convmtp-gap': 'text_attn_convmtp_gap'} # the same, each depth's attention skipping the 3 positions before the query
+VARIANTS = {'text-attn-convmtp': dict(base='text-attn', mtp='conv', kernel=4, attention='full'), # a shipped target, another MTP
+            'text-attn-convmtp-gap': dict(base='text-attn', mtp='conv', kernel=4, attention='gap', gap=3)} # the last 3 positions through the convolutions only
 
 class SpecModel(nn.Module):
     "The target and its drafters."
     def __init__(self, args:ModelArgs=ModelArgs(),
-                 mtp_kernel:int=0 # 0: DeepSeek-style MTP modules; K: conv MTP depths (ours) with convolutions of K taps
+                 mtp_kernel:int=0, # 0: DeepSeek-style MTP modules; K: conv MTP depths (ours) with convolutions of K taps
+                 mtp_gap:int=0 # conv MTP: positions before each query that a depth's attention skips
                 ):
         super().__init__()
         self.args = args
         self.target, self.eagle, self.dflash = HybridLM(args), EagleDrafter(args), DFlashDrafter(args)
-        self.mtp = ConvMTPDrafter(args, mtp_kernel) if mtp_kernel else MTPDrafter(args)
+        self.mtp = ConvMTPDrafter(args, mtp_kernel, mtp_gap) if mtp_kernel else MTPDrafter(args)
     def attn_layers(self)->list:
         return self.target.attn_layers() + self.mtp.attn_layers() + self.eagle.attn_layers() + self.dflash.attn_layers()
     def make_cache(self, num_blocks:int, block_size:int, max_reqs:int=8, num_spec:int=0, dtype=None, device=None)->ModelCache:
@@ -237,10 +243,12 @@ def load_model(name:str|torch.dtype='tiny-hybrid', # a name in `MODELS` (a dtype
     if isinstance(name, torch.dtype): name, dtype = 'tiny-hybrid', name
     check_choice('name', name, list(MODELS))
     path = Path(path or DATA / f'{MODELS[name]}.safetensors')
+    check(path.exists(), 'name', name, f'a model whose weights ship in the package ({path.name} is not there), or give its file as path')
     with safe_open(str(path), 'pt') as f: meta = f.metadata() or {}
     if 'base' in meta:  # a variant: the base model's target and other drafters, this file's MTP
         base = load_model(meta['base'])
-        m = SpecModel(base.args, mtp_kernel=json.loads(meta['mtp'])['kernel'])
+        v = json.loads(meta['mtp'])
+        m = SpecModel(base.args, mtp_kernel=v['kernel'], mtp_gap=v.get('gap', 0))
         m.load_state_dict({k: v for k, v in base.state_dict().items() if not k.startswith('mtp.')} | load_file(str(path)))
     else:
         m = SpecModel(args_from_json(meta['args']) if 'args' in meta else ModelArgs())

@@ -143,7 +143,12 @@ def write_kv(cache:tuple, # (k_cache, v_cache), each [num_blocks, block_size, H,
 
 PAGED_ATTENTION = None  # 'rows' (a loop over the rows), 'gather' (every row at once, no host sync); None: 'gather' on CUDA, else 'rows'
 
-def _paged_attention_gather(q, cache, positions, meta):
+def _keep(pos, positions, causal:bool, gap:int):
+    "Which context positions `pos` [L] each query at `positions` [T, 1] reads: `[T, L]` (causal: up to its own; `gap`: not the `gap` just before it)."
+    if not causal: return torch.ones(positions.shape[0], pos.shape[0], dtype=torch.bool, device=pos.device)
+    return (pos[None, :] <= positions) & ((pos[None, :] == positions) | (pos[None, :] < positions - gap))
+
+def _paged_attention_gather(q, cache, positions, meta, gap:int=0):
     "`paged_attention` for every row at once: each token reads its row's block-table entries, masked past its row's length."
     kc, vc = cache; bs = kc.shape[1]
     bt = meta.block_tables.to(q.device).long()
@@ -151,16 +156,19 @@ def _paged_attention_gather(q, cache, positions, meta):
     row = torch.searchsorted(meta.query_start_loc.to(q.device)[1:], torch.arange(q.shape[0], device=q.device), right=True)
     pos = torch.arange(L, device=q.device)
     mask = pos[None, :] < meta.seq_lens.to(q.device)[row][:, None]  # [T, L]
-    if meta.causal: mask = mask & (pos[None, :] <= positions[:, None])
+    mask = mask & _keep(pos, positions[:, None], meta.causal, gap)
     k, v = kc[bt].flatten(1, 2)[row], vc[bt].flatten(1, 2)[row]  # [T, L, H, D]
     return _attend(q[:, None], k, v, mask[:, None, :])[:, 0]
 
 def paged_attention(q:torch.Tensor, # [T, H, D] (rotary applied)
                     cache:tuple, # (k_cache, v_cache)
                     positions:torch.Tensor, # [T]
-                    meta:ForwardMeta):
+                    meta:ForwardMeta,
+                    gap:int=0 # causal only: positions just before each query that it skips (its own is always read)
+                   ):
     "Each row's queries attend to its context `0..seq_len-1`, read through its block table."
-    if (PAGED_ATTENTION or ('gather' if q.is_cuda else 'rows')) == 'gather': return _paged_attention_gather(q, cache, positions, meta)
+    if gap and not meta.causal: raise ValueError(f'gap = {gap}: a gap needs a causal forward')
+    if (PAGED_ATTENTION or ('gather' if q.is_cuda else 'rows')) == 'gather': return _paged_attention_gather(q, cache, positions, meta, gap)
     kc, vc = cache; bs = kc.shape[1]
     out = torch.empty_like(q)
     qsl, seq_lens = meta.query_start_loc.tolist(), meta.seq_lens.tolist()
@@ -171,7 +179,7 @@ def paged_attention(q:torch.Tensor, # [T, H, D] (rotary applied)
         bt = meta.block_tables[r].to(q.device).long()
         blk, off = bt[pos // bs], pos % bs
         k, v = kc[blk, off], vc[blk, off]  # [L, H, D]
-        mask = (pos[None, :] <= positions[a:b, None]) if meta.causal else torch.ones(b - a, L, dtype=torch.bool, device=q.device)
+        mask = _keep(pos, positions[a:b, None], meta.causal, gap)
         out[a:b] = _attend(q[a:b], k, v, mask)
     return out
 

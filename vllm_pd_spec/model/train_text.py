@@ -192,7 +192,7 @@ def train_variant(name:str='text-attn-convmtp', # a name in `VARIANTS`
     v = VARIANTS[name]
     torch.manual_seed(cfg.seed); gen = torch.Generator().manual_seed(cfg.seed)
     base = load_model(v['base'])
-    m = SpecModel(base.args, mtp_kernel=v['kernel'])
+    m = SpecModel(base.args, mtp_kernel=v['kernel'], mtp_gap=v.get('gap', 0))
     missing, unexpected = m.load_state_dict({k: w for k, w in base.state_dict().items() if not k.startswith('mtp.')}, strict=False)
     assert not unexpected and all(k.startswith('mtp.') for k in missing), (missing, unexpected)
     m = m.to(device)
