@@ -37,9 +37,9 @@ def pd_rows(prompts:list, k:int, max_tokens:int)->dict:
     }
     out, t0 = {}, time.time()
     with torch_threads(2):
-        ref = serve(STANDALONE, model, prompts, k=k, max_tokens=max_tokens, runner=dict(input_backend=backend)).outputs
+        ref = serve(STANDALONE, model, prompts, k=k, max_tokens=max_tokens, runner_switches=dict(input_backend=backend)).outputs
         for name, (fix, arm) in arms.items():
-            got = serve(arm, model, prompts, k=k, max_tokens=max_tokens, runner=dict(input_backend=backend)).outputs
+            got = serve(arm, model, prompts, k=k, max_tokens=max_tokens, runner_switches=dict(input_backend=backend)).outputs
             out[name] = dict(fix=fix, label=arm.label, **match_summary(got, ref))
             print(name, out[name]['exact_match_rate'], f'{time.time() - t0:.0f} s', flush=True)
     return dict(model='text-hybrid (ours, trained; float64, CPU)', k=k, max_tokens=max_tokens, num_prompts=len(prompts),

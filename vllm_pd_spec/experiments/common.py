@@ -191,7 +191,7 @@ def serve(arm:Arm, # what to build
           max_num_batched_tokens:int=512, # each engine's token budget per step
           num_blocks:int|None=None, # the pool (default: `pool_blocks`); a smaller one is refused
           scheduler:dict|None=None, # more `SchedulerConfig` fields (e.g. `max_model_len`; the arm's `scheduler` wins)
-          runner:dict|None=None, # more `RunnerConfig` fields (e.g. `input_backend`; the arm's `runner` wins)
+          runner_switches:dict|None=None, # more `RunnerConfig` fields (e.g. `input_backend`; the arm's `runner` wins)
           device:str='cpu', # where the engines run
           **engine_kw, # more `LLMEngine` arguments, and a P/D arm's `PDPair` ones (`decode_k`, `prefill_kw`, `decode_kw`, `d_prefills`); the arm's `engine` wins
          )->Served:
@@ -202,7 +202,7 @@ def serve(arm:Arm, # what to build
     check(num_blocks >= need, 'num_blocks', num_blocks, f'at least {need}: with fewer, {len(prompts)} prompts of up to '
           f'{max(map(len, prompts))} tokens and {max_tokens} more each (k={k}) would be preempted')
     sched = SchedulerConfig(**dict(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs) | (scheduler or {}) | arm.scheduler)
-    rc = RunnerConfig(**dict(sampling=sampling or SamplingParams()) | (runner or {}) | arm.runner)
+    rc = RunnerConfig(**dict(sampling=sampling or SamplingParams()) | (runner_switches or {}) | arm.runner)
     backoff = {} if arm.backoff is None else dict(kv_transfer_config=KVTransferConfig(prefill_backoff=arm.backoff))  # both connectors
     kw = dict(device=check_device(device), dtype=next(model.parameters()).dtype) | engine_kw | backoff | arm.engine
     if arm.pd:

@@ -41,7 +41,7 @@ def guard_case(model_name:str, # 'text-attn' or 'text-hybrid'
     model = model if model is not None else load_model(model_name, torch.float64)
     backend = kernel_backend(device)
     run = lambda arm, method='mtp': serve(arm, model, prompts, method=method, k=k, max_tokens=max_tokens, device=device, transport=transport,
-                                          runner=dict(input_backend=backend)).outputs
+                                          runner_switches=dict(input_backend=backend)).outputs
     ref = run(NO_SPEC, None)  # no drafts, no placeholder: the guard has nothing to keep, whatever its form
     bar.update()
     out = []
