@@ -1,11 +1,11 @@
 "CUDA graphs for the decode step: the captured step gives the eager step's tokens; on CPU the same step functions run uncaptured."
 import functools, torch, pytest
-from vllm_pd_spec.config import SchedulerConfig
+from dataclasses import replace
+from vllm_pd_spec.config import SchedulerConfig, RunnerConfig, SamplingParams
 from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
-from vllm_pd_spec.engine.runner import ModelRunner, SamplingParams, capture_sizes
+from vllm_pd_spec.engine.runner import ModelRunner, capture_sizes
 from vllm_pd_spec.experiments import backoff as X
 from vllm_pd_spec.experiments.common import torch_threads
-from vllm_pd_spec.model import model as M
 from vllm_pd_spec.model.drafters import load_model, model_prompts
 
 @pytest.fixture(autouse=True)
@@ -39,17 +39,18 @@ def test_cpu_default_has_no_graphs():
                                                          ('standalone', 'text-hybrid', 'dflash', 0.0)])
 def test_step_functions_equal_eager_cpu(arm, name, method, temperature, monkeypatch):
     "The captured step's functions, run uncaptured on CPU in float64: outputs, acceptance, the fix-2 census and stale re-prefills equal eager's."
-    monkeypatch.setattr(M, 'PAGED_ATTENTION', 'gather')
     prompts, got = model_prompts(name, 4, 20), {}
     for graphs in (False, True):
-        monkeypatch.setattr(ModelRunner, '_graph_eager_test', graphs)
+        switches = dict(paged_attention='gather', eager_graph_steps=graphs)  # the captured step reads every row's attention at once
         calls = counting(monkeypatch)
         with torch.no_grad():
             if method == 'dflash':
-                eng = LLMEngine(make_config('dflash', 3, model=model(name), scheduler_config=SchedulerConfig(max_num_batched_tokens=256)), model(name), dtype=torch.float64)
+                eng = LLMEngine(make_config('dflash', 3, model=model(name), scheduler_config=SchedulerConfig(max_num_batched_tokens=256),
+                                            runner_config=RunnerConfig(**switches)), model(name), dtype=torch.float64)
                 got[graphs] = (eng.generate(prompts, max_tokens=8), eng.spec_stats.num_accepted_tokens_per_pos)
             else:
-                run = X.serve_arm(arm, model(name), 3, prompts, max_tokens=8, max_num_seqs=4, method=method, sampling=SamplingParams(temperature, 1))
+                a = replace(X.ARMS[arm], runner=X.ARMS[arm].runner | switches)
+                run = X.serve_arm(a, model(name), 3, prompts, max_tokens=8, max_num_seqs=4, method=method, sampling=SamplingParams(temperature, 1))
                 got[graphs] = (run['outputs'], run['stats'].num_accepted_tokens_per_pos, run['stale'],
                                None if method == 'dflash' else X.taint(run, model(name), prompts, 3))
         assert bool(calls) == graphs
@@ -62,10 +63,9 @@ def test_graphs_equal_eager_cuda(name, method, batch, monkeypatch):
     "On CUDA in float32: the steps that replay graphs give `enforce_eager`'s tokens and acceptance, and some steps do replay."
     m, got = model(name, torch.float32, 'cuda'), {}
     for eager in (True, False):
-        monkeypatch.setattr(ModelRunner, 'enforce_eager', eager)
         calls = counting(monkeypatch)
-        eng = LLMEngine(make_config(method, 3, model=m, scheduler_config=SchedulerConfig(max_num_batched_tokens=max(256, 24 * batch), max_num_seqs=batch)),
-                        m, device='cuda', dtype=torch.float32)
+        eng = LLMEngine(make_config(method, 3, model=m, scheduler_config=SchedulerConfig(max_num_batched_tokens=max(256, 24 * batch), max_num_seqs=batch),
+                                    runner_config=RunnerConfig(enforce_eager=eager)), m, device='cuda', dtype=torch.float32)
         with torch.no_grad(): got[eager] = (eng.generate(model_prompts(name, batch, 24), max_tokens=16), eng.spec_stats.num_accepted_tokens_per_pos)
         assert bool(calls) != eager and bool(eng.runner.decode_graphs) != eager
     assert got[True] == got[False]

@@ -1,24 +1,23 @@
 """The engine's hooks beyond the six: the drop set and the per-group lookup, the path rule, the offloading tier, the drafter's own group
 and the transfer set, the GDN state-slot exchange."""
 import pytest, torch
-from vllm_pd_spec.config import VllmConfig, ModelConfig, LayerSpec, SchedulerConfig, CacheConfig, make_kv_transfer_params
+from vllm_pd_spec.config import VllmConfig, ModelConfig, LayerSpec, SchedulerConfig, CacheConfig, KVTransferConfig, make_kv_transfer_params
 from vllm_pd_spec.contracts.draft_groups import draft_group_ids, legacy_drop_group_ids, drop_group_ids, reported_54926_layout, transfer_group_ids
-from vllm_pd_spec.contracts.connector_lookup import legacy_uses_connector_path
 from vllm_pd_spec.engine.request import Request
 from vllm_pd_spec.engine.kv_cache_manager import KVCacheManager, get_kv_cache_config
-from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, make_config, EngineDeadError
+from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config, EngineDeadError
 from vllm_pd_spec.engine.runner import ModelRunner, drafter_layer_names
 from vllm_pd_spec.engine.transport import LocalTransport, PDConnectorWorker
 from vllm_pd_spec.engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, TransferSetWorker
-from vllm_pd_spec.engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker, StoreAssertionError
+from vllm_pd_spec.engine.offload import CPUStore, OffloadConfig, OffloadSpec, StoreAssertionError
 from vllm_pd_spec.engine.state_exchange import exchange_state_slots, SlotListRunner, StateExchangeWorker
 from vllm_pd_spec.model.drafters import load_model
 from vllm_pd_spec.model.drafters import model_prompts
 
 HY = VllmConfig(model=ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=4))
 
-def _cached(prompt_len=20, evict_gdn_from=None):
-    kvm = KVCacheManager(get_kv_cache_config(HY, 64), max_model_len=128)
+def _cached(prompt_len=20, evict_gdn_from=None, drop_group_ids=frozenset()):
+    kvm = KVCacheManager(get_kv_cache_config(HY, 64), max_model_len=128, drop_group_ids=drop_group_ids)
     a = Request('a', list(range(prompt_len)), block_size=4)
     kvm.allocate_slots(a, prompt_len); a.num_computed_tokens = prompt_len
     if evict_gdn_from is not None:
@@ -26,10 +25,10 @@ def _cached(prompt_len=20, evict_gdn_from=None):
     return kvm, Request('b', list(range(prompt_len)) + [99], block_size=4)
 
 def test_drop_set_attention_only():
-    kvm, b = _cached()
-    assert kvm.get_computed_blocks(b)[1] == 20
-    kvm.drop_group_ids = frozenset({1}); assert kvm.get_computed_blocks(b)[1] == 20   # a GDN group ignores the flag
-    kvm.drop_group_ids = frozenset({0}); assert kvm.get_computed_blocks(b)[1] == 16
+    hit = lambda drop: (lambda kvm, b: kvm.get_computed_blocks(b)[1])(*_cached(drop_group_ids=drop))
+    assert hit(frozenset()) == 20
+    assert hit({1}) == 20   # a GDN group ignores the flag
+    assert hit({0}) == 16
 
 def test_per_group_lookup_diverges_only_when_the_state_lags():
     kvm, b = _cached()
@@ -50,14 +49,16 @@ def _two_turns(eng, p1, follow, n=6):
     eng.add_request(Request('t2', p1 + first + follow, max_tokens=n)); eng.run()
     return p1 + first + follow, eng.outputs['t2'], eng.finished['t2'].num_cached_tokens
 
-def _tier(model, method, config=OffloadConfig(), chunk=0, own_group=False):
-    cfg = make_config(method, 3, model=model, scheduler_config=SchedulerConfig(max_num_batched_tokens=512, long_prefill_token_threshold=chunk),
+def _tier(model, method, config=OffloadConfig(), chunk=0, own_group=False, **switches):
+    "An engine with an offloading tier built in; `config` an `OffloadConfig` or `config(kvc)`; `switches`: more `SchedulerConfig` fields."
+    cfg = make_config(method, 3, model=model, scheduler_config=SchedulerConfig(max_num_batched_tokens=512, long_prefill_token_threshold=chunk, **switches),
                       cache_config=CacheConfig(num_gpu_blocks=96))
     layers = drafter_layer_names(model, method)
     kvc = get_kv_cache_config_own_draft_group(cfg, layers) if own_group else get_kv_cache_config(cfg, drafter_layer_names=layers)
     store = CPUStore()
-    eng = LLMEngine(cfg, model, dtype=torch.float64, kv_cache_config=kvc, worker=offload_worker(store, kvc))
-    return cfg, kvc, store, eng, attach_offload(eng, store, config)
+    spec = OffloadSpec(store, config(kvc) if callable(config) else config)
+    eng = LLMEngine(cfg, model, dtype=torch.float64, kv_cache_config=kvc, kv_transfer_config=KVTransferConfig(offload=spec))
+    return cfg, kvc, store, eng, eng.scheduler.connector
 
 def test_tier_serves_a_second_turn_losslessly(attn):
     p1, p2 = model_prompts('text-attn', 2, 90)
@@ -71,9 +72,9 @@ def test_load_mask_pruned_twice_leaves_a_claimed_block_unwritten(attn):
         cfg, kvc, store, eng, tier = _tier(attn, 'mtp', OffloadConfig(drop_group_ids={0}, load_mask=mask))
         first = eng.generate([p1], max_tokens=6)[0]
         assert eng.scheduler.kv_cache_manager.block_pool.reset_prefix_cache()
-        loaded = []
-        orig = eng.worker.start_load_kv
-        eng.worker.start_load_kv = lambda meta: (loaded.extend(len(j[0]) for j in (meta.loads.values() if meta else [])), orig(meta))
+        loaded = []  # the blocks of group 0 each load asks the worker for
+        eng.add_observer(StepObserver(before_execute=lambda so: loaded.extend(
+            len(j[0]) for j in (so.kv_connector_metadata.loads.values() if so.kv_connector_metadata else []))))
         eng.add_request(Request('t2', p1 + first + p2[:10], max_tokens=6)); eng.run()
         assert eng.finished['t2'].num_cached_tokens == 64 and loaded == ([4] if mask == 'fixed' else [3])
 
@@ -91,10 +92,10 @@ def test_store_forms_skip_leaves_holes_assert_kills(attn):
     cache = CacheConfig(num_gpu_blocks=64)
     kvc = get_kv_cache_config(make_config('eagle', 3, 'decode', model=attn, cache_config=cache), drafter_layer_names=drafter_layer_names(attn, 'eagle'))
     from vllm_pd_spec.engine.offload import MultiConnectorWorker
-    store = CPUStore()
+    tier = OffloadSpec(CPUStore(), OffloadConfig(store_form='assert'))
     pd = PDPair('eagle', 3, model=attn, transport=t, cache_config=cache, dtype=torch.float64, kv_cache_config=kvc,
-                decode_kw=dict(worker=MultiConnectorWorker([PDConnectorWorker('decode-0', t), offload_worker(store, kvc)])))
-    attach_offload(pd.D, store, OffloadConfig(store_form='assert'))
+                decode_kw=dict(kv_transfer_config=KVTransferConfig(offload=tier)))
+    assert isinstance(pd.D.worker, MultiConnectorWorker) and isinstance(pd.D.worker.workers[0], PDConnectorWorker)
     with pytest.raises(EngineDeadError) as dead: pd.generate([model_prompts('text-attn', 1, 45)[0]], 8)   # 44 + 1 + 3 = 48 > 2 hashed blocks
     assert isinstance(dead.value.__cause__, StoreAssertionError)   # the tracker's assertion kills D's engine core
 
@@ -102,27 +103,30 @@ def test_flagged_gdn_group_vetoes_the_tier(hybrid):
     p1, p2 = model_prompts('text-hybrid', 2, 140)
     hits = {}
     for name in ('fixed', '0.27.1'):
-        cfg, kvc, store, eng, tier = _tier(hybrid, 'mtp', chunk=64, own_group=True)
-        groups = cache_groups(kvc, drafter_layer_names(hybrid, 'mtp'))
-        tier.config = OffloadConfig(drop_group_ids=drop_group_ids(groups, 'mtp') if name == 'fixed' else legacy_drop_group_ids(groups, 'mtp'))
+        drops = lambda groups: drop_group_ids(groups, 'mtp') if name == 'fixed' else legacy_drop_group_ids(groups, 'mtp')
+        config = lambda kvc: OffloadConfig(drop_group_ids=drops(cache_groups(kvc, drafter_layer_names(hybrid, 'mtp'))))
+        cfg, kvc, store, eng, tier = _tier(hybrid, 'mtp', config, chunk=64, own_group=True)
         prompt, out, hits[name] = _two_turns(eng, p1, p2[:10])
         assert out == LLMEngine(cfg, hybrid, dtype=torch.float64).generate([prompt], 6)[0]
     assert hits == {'fixed': 128, '0.27.1': 0}   # GDN states at the 64-token prefill chunk ends (64, 128): never two in a row
 
 def test_path_rule_and_reconcile(hybrid):
-    cfg, kvc, store, eng, tier = _tier(hybrid, 'eagle', OffloadConfig(retrieve=False))
     p = model_prompts('text-hybrid', 1, 70)[0]
-    eng.generate([p], max_tokens=4)
-    kvm = eng.scheduler.kv_cache_manager
-    for (h, g), d in list(kvm.block_pool.cached_block_hash_to_block.items()):
-        if g == 1: [kvm.block_pool._maybe_evict_cached_block(b) for b in list(d.values())]   # every GDN state gone
-    probe = Request('p', p + [5], block_size=16)
-    assert eng.scheduler._get_local_prefix_cache_hit(probe)[1:] == (0, False)                  # 0.33.0: no restoring connector
-    eng.scheduler.uses_connector_path = legacy_uses_connector_path
-    assert eng.scheduler._get_local_prefix_cache_hit(probe)[1:] == (64, True)                  # 0.27.1: any connector
-    assert eng.scheduler._computed_tokens(probe)[1] == 0                                       # nothing loads: reconciled
-    eng.scheduler.reconcile_when_empty = False
-    assert eng.scheduler._computed_tokens(probe)[1] == 64                                      # the variant resumes at 64
+    def probed(**switches):
+        "An engine with `switches` after one request and the loss of every cached GDN state; its scheduler and a probe request."
+        cfg, kvc, store, eng, tier = _tier(hybrid, 'eagle', OffloadConfig(retrieve=False), **switches)
+        eng.generate([p], max_tokens=4)
+        kvm = eng.scheduler.kv_cache_manager
+        for (h, g), d in list(kvm.block_pool.cached_block_hash_to_block.items()):
+            if g == 1: [kvm.block_pool._maybe_evict_cached_block(b) for b in list(d.values())]   # every GDN state gone
+        return eng.scheduler, Request('p', p + [5], block_size=16)
+    s, probe = probed()
+    assert s._get_local_prefix_cache_hit(probe)[1:] == (0, False)                  # 0.33.0: no restoring connector
+    s, probe = probed(connector_path='0.27.1')
+    assert s._get_local_prefix_cache_hit(probe)[1:] == (64, True)                  # 0.27.1: any connector
+    assert s._computed_tokens(probe)[1] == 0                                       # nothing loads: reconciled
+    s, probe = probed(connector_path='0.27.1', reconcile_when_empty=False)
+    assert s._computed_tokens(probe)[1] == 64                                      # the variant resumes at 64
 
 def test_own_group_and_transfer_set(attn):
     cfg = make_config('mtp', 3, model=attn)

@@ -127,8 +127,10 @@ def _rss_mib()->float:
 def test_per_request_state_freed_and_memory_flat():
     "P's finished states, D's states of loads whose request was aborted, the worker's history: nothing grows with requests."
     import gc, random, torch
-    pd = PDPair('mtp', 2, block_size=4, cache_config=CacheConfig(num_gpu_blocks=48))
-    pd.D.worker.history = 8
+    from vllm_pd_spec.engine.transport import LocalTransport, PDConnectorWorker
+    t = LocalTransport()
+    pd = PDPair('mtp', 2, block_size=4, cache_config=CacheConfig(num_gpu_blocks=48), transport=t,
+                decode_kw=dict(worker=PDConnectorWorker('decode-0', t, history=8)))
     rng = random.Random(3)
     def batch(tag, n=6):
         prompts = {f'{tag}-{i}': [rng.randrange(3, pd.P.vocab_size) for _ in range(rng.randrange(4, 20))] for i in range(n)}

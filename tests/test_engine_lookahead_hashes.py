@@ -1,7 +1,7 @@
 "The engine keeps block hashes as vLLM 0.34.0 does: eager lookahead hashes, the deployment's L and drop, P-side truncation."
 import pytest
 from hypothesis import given, strategies as st, settings
-from vllm_pd_spec.config import SpeculativeConfig, VllmConfig, ModelConfig, LayerSpec, CacheConfig, make_kv_transfer_params
+from vllm_pd_spec.config import SpeculativeConfig, VllmConfig, ModelConfig, LayerSpec, CacheConfig, KVTransferConfig, make_kv_transfer_params
 from vllm_pd_spec.contracts import lookahead_hashes as H
 from vllm_pd_spec.contracts.backoff import prefill_backoff
 from vllm_pd_spec.contracts.lookahead import num_prefill_lookahead_tokens
@@ -38,10 +38,10 @@ def test_legacy_hash_unchanged():
     r = Request('r', list(range(8)), block_size=4)
     assert r.block_hashes == [h := hash_block_tokens(None, [0, 1, 2, 3]), hash_block_tokens(h, [4, 5, 6, 7])]
 
-def p_scheduler(spec, release='0.34.0', connector=None, layers=('full_attention',), bs=4):
+def p_scheduler(spec, release='0.34.0', connector=None, layers=('full_attention',), bs=4, truncate=True):
     vc = VllmConfig(spec, ModelConfig(tuple(LayerSpec(k) for k in layers), bs), 'prefill', release=release, kv_connector=connector,
                     cache_config=CacheConfig(num_gpu_blocks=64))
-    return Scheduler(vc)
+    return Scheduler(vc, kv_transfer_config=KVTransferConfig(truncate_block_hashes=truncate))
 
 def p_request(prompt):
     return Request('p', prompt, max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True))
@@ -64,8 +64,7 @@ def test_p_side_truncation_keeps_kept_block_hashes(n, method, k, release):
 
 def stale_hashes(n, k, truncate):
     "Hashes of P's computed blocks that differ from a fresh request's over P's own tokens (prompt cut, sampled token)."
-    s = p_scheduler(SpeculativeConfig('mtp', k, num_mtp_modules=4))
-    s.connector.truncates_block_hashes = truncate
+    s = p_scheduler(SpeculativeConfig('mtp', k, num_mtp_modules=4), truncate=truncate)
     r = p_request(list(range(100, 100 + n)))
     s.add_request(r)
     r.append_output_token_ids(7)

@@ -1,15 +1,15 @@
 "The engine's waiting scan: a request holding blocks for a landed load is reached past a preempted request that cannot allocate (fixed), and stranded behind it (legacy)."
 import pytest
-from vllm_pd_spec.config import VllmConfig, ModelConfig, LayerSpec, SpeculativeConfig, CacheConfig
+from vllm_pd_spec.config import VllmConfig, ModelConfig, LayerSpec, SpeculativeConfig, SchedulerConfig, CacheConfig
 from vllm_pd_spec.engine.request import Request, RequestStatus
 from vllm_pd_spec.engine.scheduler import Scheduler
 
 def _queue(holding_first:bool, margin:bool=True)->Scheduler:
     "D with 12 blocks of 4 tokens: `L` holds 2 for a load that landed; in front of it `H` (preempted, holds nothing) needs 17 for its chunk, 9 are free."
     cfg = VllmConfig(SpeculativeConfig('mtp', 3), ModelConfig((LayerSpec('full_attention'),), block_size=4), 'decode',
-                     cache_config=CacheConfig(num_gpu_blocks=12))
+                     cache_config=CacheConfig(num_gpu_blocks=12),
+                     scheduler_config=SchedulerConfig(kv_holding_first=holding_first, reserve_spec_step_blocks=margin))
     s = Scheduler(cfg)
-    s.kv_holding_first, s.reserve_spec_step_blocks = holding_first, margin
     s.add_request(Request('L', list(range(1, 9)), max_tokens=4))
     L = s.waiting.popleft()
     assert s.kv_cache_manager.allocate_slots(L, 0, 8, delay_cache_blocks=True) is not None
@@ -33,5 +33,4 @@ def test_legacy_strands_it_for_good():
 def test_the_margin_switch_sets_the_reservation():
     s = _queue(True)
     assert s._spec_decode_step_blocks() == 2 and s._load_reservation() == 2 * (1 + 1)  # 1 + 3 + 3 tokens, 4-token blocks; L in flight
-    s.reserve_spec_step_blocks = False
-    assert s._load_reservation() == 0
+    assert _queue(True, margin=False)._load_reservation() == 0

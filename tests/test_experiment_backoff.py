@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from vllm_pd_spec.contracts import backoff as B
 from types import SimpleNamespace
-from vllm_pd_spec.engine.runner import ModelRunner, SamplingParams, _draw, _generator
+from vllm_pd_spec.config import SamplingParams
+from vllm_pd_spec.engine.runner import ModelRunner, _draw, _generator
 from vllm_pd_spec.experiments import backoff as X
 from vllm_pd_spec.experiments.common import torch_threads
 from vllm_pd_spec.model.drafters import model_prompts

@@ -66,10 +66,9 @@ def test_conv_mtp_depth_paged_equals_dense():
     with pytest.raises(ValueError, match='kernel'): ConvDraftLayer(a, 'x', kernel=1)
 
 @pytest.mark.parametrize('form', ['rows', 'gather'])
-def test_paged_attention_gap(form, monkeypatch):
+def test_paged_attention_gap(form):
     "A gap of g: a query reads its own position and those more than g back, in both paged forms; gap 0 is plain causal attention."
     import vllm_pd_spec.model.model as M
-    monkeypatch.setattr(M, 'PAGED_ATTENTION', form)
     g = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(10, 2, 4, generator=g, dtype=torch.float64) for _ in range(3))
     cache = (torch.zeros(3, 4, 2, 4, dtype=torch.float64), torch.zeros(3, 4, 2, 4, dtype=torch.float64))
@@ -78,10 +77,10 @@ def test_paged_attention_gap(form, monkeypatch):
     p = torch.arange(10)
     for gap in (0, 1, 3):
         mask = (p[None] <= p[:, None]) & ((p[None] == p[:, None]) | (p[None] < p[:, None] - gap))
-        assert torch.allclose(M.paged_attention(q, cache, pos, meta, gap), M._attend(q, k, v, mask)), gap
-    assert torch.allclose(M.paged_attention(q, cache, pos, meta), M._attend(q, k, v, p[None] <= p[:, None]))
+        assert torch.allclose(M.paged_attention(q, cache, pos, meta, form, gap), M._attend(q, k, v, mask)), gap
+    assert torch.allclose(M.paged_attention(q, cache, pos, meta, form), M._attend(q, k, v, p[None] <= p[:, None]))
     meta.causal = False
-    with pytest.raises(ValueError, match='causal'): M.paged_attention(q, cache, pos, meta, 2)
+    with pytest.raises(ValueError, match='causal'): M.paged_attention(q, cache, pos, meta, form, 2)
 
 def test_conv_mtp_gap_depth_reads_recent_positions_through_its_convolutions():
     "A conv MTP depth with gap 3 (the registered variant's): paged equals dense, and the last position is blind to the attention KV of the 3 before it, not to their convolution state."

@@ -195,7 +195,7 @@ def test_fix2_census_covers_the_conv_state(arm, b):
     "Fix 2's arms on the conv MTP (ours): the census (attention KV and convolution state per depth) equals the contract with `conv=True`."
     from vllm_pd_spec.experiments import backoff as X
     from vllm_pd_spec.contracts import backoff as B
-    from vllm_pd_spec.engine.runner import SamplingParams
+    from vllm_pd_spec.config import SamplingParams
     k, n, m = 3, 24, load_model('text-attn-convmtp', torch.float64)
     ps = [p[:n] for p in model_prompts('text-attn', 2, 64)]
     with torch.no_grad(): run = X.serve_arm(arm, m, k, ps, max_tokens=k + 3, backoff=lambda has_mamba, L: b, max_num_seqs=1)

@@ -62,7 +62,7 @@ def fix6()->bool:
     m, ps = load_model('text-attn', torch.float64), model_prompts('text-attn', 2, 32)
     rows = X.guard_case('text-attn', 1, ps, max_tokens=12, model=m)
     ref = serve(X.NO_SPEC, m, ps, method=None, max_tokens=12).outputs
-    by_reference = serve(X.ARMS['fixed'], m, ps, k=1, max_tokens=12, input_backend='reference').outputs  # the guard's contract form
+    by_reference = serve(X.ARMS['fixed'], m, ps, k=1, max_tokens=12, runner_switches=dict(input_backend='reference')).outputs  # the guard's contract form
     return X.verdict(rows) and any(r['differing'] > 0 for r in rows if r['arm'] == 'legacy') and by_reference == ref
 
 def verdicts()->bool:

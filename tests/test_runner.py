@@ -4,7 +4,7 @@ interpreted Triton form; each legacy consequence shows up (fix 5: 0.27.1's rule 
 0.24.0's on a padded prompt tail; fix 6: accuracy with a padded EAGLE tail; fix 2: acceptance never above standalone,
 lossless); the block table's rows persist past a new occupant's blocks."""
 import pytest, torch
-from vllm_pd_spec.config import Fixes, SchedulerConfig, CacheConfig
+from vllm_pd_spec.config import Fixes, SchedulerConfig, CacheConfig, RunnerConfig
 from vllm_pd_spec.engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
 from vllm_pd_spec.model.drafters import load_model, spec_decode
 from vllm_pd_spec.model.data import make_prompts, exact_match
@@ -48,20 +48,23 @@ def test_pre_47466_rule_breaks_the_padded_tail(m64):
     "0.24.0's rule runs the one-token tail padded with a placeholder draft through the prefill path."
     prompts = [e.prompt for e in make_prompts(5, seed=303)]
     sa = LLMEngine(make_config('mtp', 1, model=m64), m64, dtype=torch.float64).generate(prompts, 8)
-    assert PDPair('mtp', 1, model=m64, dtype=torch.float64, gdn_rule='0.24.0').generate(prompts, 8) != sa
-    assert PDPair('mtp', 1, model=m64, dtype=torch.float64, gdn_rule='0.33.0 V1').generate(prompts, 8) == sa
+    assert PDPair('mtp', 1, model=m64, dtype=torch.float64, runner_config=RunnerConfig(gdn_rule='0.24.0')).generate(prompts, 8) != sa
+    assert PDPair('mtp', 1, model=m64, dtype=torch.float64, runner_config=RunnerConfig(gdn_rule='0.33.0 V1')).generate(prompts, 8) == sa
 
 def test_interpreted_kernel_lossless(m64, examples):
     "The runner's inputs through Triton's interpreter: P/D equals standalone (reference backend)."
     pytest.importorskip('triton')
     prompts = [e.prompt for e in examples[:2]]
     sa = LLMEngine(make_config('mtp', 2, model=m64), m64, dtype=torch.float64).generate(prompts, 4)
-    pd = PDPair('mtp', 2, model=m64, dtype=torch.float64, input_backend='interpreter')
+    pd = PDPair('mtp', 2, model=m64, dtype=torch.float64, runner_config=RunnerConfig(input_backend='interpreter'))
     assert pd.D.runner.input_backend == 'interpreter' and pd.generate(prompts, 4) == sa
 
 def test_runner_arguments_are_checked(m32):
-    with pytest.raises(ValueError, match='input_backend'): LLMEngine(make_config('mtp', 2, model=m32), m32, input_backend='cuda')
-    with pytest.raises(ValueError, match='gdn_rule'): LLMEngine(make_config('mtp', 2, model=m32), m32, gdn_rule='0.30.0')
+    with pytest.raises(ValueError, match='input_backend'): RunnerConfig(input_backend='cuda')
+    with pytest.raises(ValueError, match='gdn_rule'): RunnerConfig(gdn_rule='0.30.0')
+    with pytest.raises(ValueError, match="'triton' only with device='cuda'"):  # the device is the engine's: checked when the runner is built
+        LLMEngine(make_config('mtp', 2, model=m32, runner_config=RunnerConfig(input_backend='triton')), m32)
+    with pytest.raises(TypeError): LLMEngine(make_config('mtp', 2, model=m32), m32, gdn_rule='0.24.0')  # a switch is a config field, not an argument
 
 def test_next_prefill_rows_follow_the_lookahead_contract(m32):
     from vllm_pd_spec.contracts import lookahead
@@ -192,16 +195,17 @@ def test_row_sampled_from_p_record_feeds_the_next_step():
     from vllm_pd_spec.model.corpus import heldout_prompts
     m, prompts = load_model('text-attn', torch.float64), heldout_prompts(2, prompt_len=48)
     ref = LLMEngine(make_config('mtp', 1, model=m), m, dtype=torch.float64).generate(prompts, 8)
-    assert PDPair('mtp', 1, Fixes(), m, dtype=torch.float64, handoff=True).generate(prompts, 8) == ref
+    assert PDPair('mtp', 1, Fixes(), m, dtype=torch.float64, runner_config=RunnerConfig(handoff=True)).generate(prompts, 8) == ref
 
 def test_drafter_rows_live_per_slot_and_persist(m64, examples):
     "D's padded first step re-prefills k - 1 rows its request never wrote; 'reset on add' (ours) never does; standalone never does."
     prompts = [e.prompt for e in examples[:4]]
     seen = {}
     for state in ('slot', 'reset on add'):
-        pd = PDPair('mtp', 3, Fixes().off(2), m64, dtype=torch.float64, scheduler_config=SchedulerConfig(max_num_seqs=1))
-        pd.D.runner.reprefill_state, stale = state, {}
-        pd.D.runner.on_stale_reprefill = lambda rid, pos: stale.setdefault(rid, []).append(list(pos))
+        stale = {}
+        pd = PDPair('mtp', 3, Fixes().off(2), m64, dtype=torch.float64, scheduler_config=SchedulerConfig(max_num_seqs=1),
+                    runner_config=RunnerConfig(reprefill_state=state))
+        pd.D.add_observer(StepObserver(on_stale_reprefill=lambda rid, pos, stale=stale: stale.setdefault(rid, []).append(list(pos))))
         seen[state] = (pd.generate(prompts, 6), stale, pd.D.runner)
     outs, stale, runner = seen['slot']
     assert outs == seen['reset on add'][0]                                   # lossless either way (greedy)
@@ -209,6 +213,6 @@ def test_drafter_rows_live_per_slot_and_persist(m64, examples):
     assert seen['reset on add'][1] == {} and runner.cached_draft_input_ids.shape == (runner.cached_draft_input_ids.shape[0], 2)
     assert runner.cached_target_hidden_states.abs().sum() > 0                # the rows outlive their requests: nothing clears them
     sa = LLMEngine(make_config('mtp', 3, model=m64), m64, dtype=torch.float64)
-    sa.runner.on_stale_reprefill = lambda rid, pos: stale.setdefault('standalone', []).append(rid)
+    sa.add_observer(StepObserver(on_stale_reprefill=lambda rid, pos: stale.setdefault('standalone', []).append(rid)))
     sa.generate(prompts, 6)
     assert 'standalone' not in stale

@@ -5,8 +5,8 @@
 
 Standalone engine, MTP with k = 3, greedy. Per model (text-attn, text-hybrid), dtype (float32, bfloat16), batch (1, 16,
 64 requests in flight, each a 64-token held-out prompt) and path:
-* `per-request`: one drafter pass per request and the attention's loop over rows (`ModelRunner.batched_drafter` False,
-  `PAGED_ATTENTION = 'rows'`), the path before batching;
+* `per-request`: one drafter pass per request and the attention's loop over rows (`RunnerConfig(batched_drafter=False,
+  paged_attention='rows')`), the path before batching;
 * `batched`: one drafter pass per engine step over every row and, on CUDA, the attention that reads every row at once;
   decode steps eager (CUDA graphs off);
 * `graphs`: the same with the decode step replayed from captured CUDA graphs (where the engine has them and the device
@@ -28,13 +28,26 @@ G = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(G)
 
 PATHS = ('batched', 'graphs', 'per-request')
 
-def set_path(path:str):
-    "Select a path for the engines built next (class-level switches; this tool's only)."
-    from vllm_pd_spec.engine.runner import ModelRunner
-    from vllm_pd_spec.model import model as M
-    ModelRunner.batched_drafter = path != 'per-request'
-    M.PAGED_ATTENTION = dict(batched=None, graphs='gather').get(path, 'rows')  # None: 'gather' on CUDA; the graphs replay gathered attention
-    ModelRunner.enforce_eager = path != 'graphs'
+def path_config(path:str, # one of `PATHS`
+                eager_graph_steps:bool=False, # the graph path's functions run uncaptured (a CPU dry run)
+               ):
+    "The runner's switches for `path`: the config the path's engines are built with."
+    from vllm_pd_spec.config import RunnerConfig
+    return RunnerConfig(batched_drafter=path != 'per-request', enforce_eager=path != 'graphs', eager_graph_steps=eager_graph_steps,
+                        paged_attention=dict(batched=None, graphs='gather').get(path, 'rows'))  # None: 'gather' on CUDA; the graphs replay gathered attention
+
+class DrafterForwards:
+    "A step observer counting the MTP drafter's forwards in each step of `runner`'s engine: eager ones by a forward hook, replayed ones as k per graph replay."
+    def __init__(self, runner):
+        self.runner, self.calls, self.per_step = runner, [], []
+        self.hook = runner.model.mtp.register_forward_pre_hook(lambda *_: self.calls.append(1))  # the runner's copy of the weights
+    def _count(self)->int:
+        graphs = self.runner.decode_graphs.values()  # a replayed MTP pass runs its k captured modules (uncaptured, the hook counts them)
+        return len(self.calls) + sum(g.k * g.num_drafter_replays for g in graphs)
+    def on_schedule(self, scheduler_output): pass
+    def before_execute(self, scheduler_output): self.start = self._count()
+    def after_execute(self, scheduler_output, model_runner_output): self.per_step.append(self._count() - self.start)
+    def on_output(self, scheduler_output, model_runner_output, outputs): pass
 
 def prompts_for(model:str, n:int, prompt_len:int)->list:
     "`n` prompts of `prompt_len` tokens cut from 32 held-out prompts of 256 tokens."
@@ -43,28 +56,14 @@ def prompts_for(model:str, n:int, prompt_len:int)->list:
     if len(cut) < n: sys.exit(f'{n} prompts of {prompt_len} tokens: the pool gives {len(cut)}')
     return cut[:n]
 
-def bench_row(model, path:str, prompts, warm, k, max_tokens, device, profile_window)->dict:
+def bench_row(model, path:str, prompts, warm, k, max_tokens, device, profile_window, eager_graph_steps:bool=False)->dict:
     "One path at one batch size on one engine: a warm-up run (graphs captured), a timed run, then a profiled window of decode steps."
-    from vllm_pd_spec.engine import runner as R
-    set_path(path)
-    engine = G.build(model, k, len(prompts), len(prompts[0]), max_tokens, device)
+    engine = G.build(model, k, len(prompts), len(prompts[0]), max_tokens, device, path_config(path, eager_graph_steps))
     engine.generate(warm, max_tokens=max_tokens)  # warm-up: allocator, kernels and, on the graph path, the captures of these sizes
-    calls, per_step = [], []
-    hook = engine.runner.model.mtp.register_forward_pre_hook(lambda *_: calls.append(1))  # the runner's copy of the weights
-    run_drafter = R.DecodeGraph.run_drafter
-    def counted_replay(g):  # a replayed MTP pass runs its k captured modules (uncaptured, the hook counts them)
-        if g.cuda: calls.extend([1] * g.k)
-        return run_drafter(g)
-    R.DecodeGraph.run_drafter = counted_replay
-    execute = engine.runner.execute_model
-    def counted(scheduler_output):
-        n = len(calls); out = execute(scheduler_output); per_step.append(len(calls) - n); return out
-    engine.runner.execute_model = counted
-    timer = G.StepTimer(engine, device)
+    forwards, timer = engine.add_observer(DrafterForwards(engine.runner)), engine.add_observer(G.StepTimer(device))
     try: outputs = engine.generate(prompts, max_tokens=max_tokens)
-    finally:
-        hook.remove()
-        R.DecodeGraph.run_drafter = run_drafter
+    finally: forwards.hook.remove()
+    per_step = forwards.per_step
     timing = timer.summary(len(prompts))
     try: bound = G.profile_steps(engine.step, profile_window, device) if G.decoding(engine, prompts, max_tokens) else \
                  dict(profiled_steps=0, note='the run ended before the profiled window')
@@ -75,7 +74,7 @@ def bench_row(model, path:str, prompts, warm, k, max_tokens, device, profile_win
                 output_tokens=sum(len(o) for o in outputs), **timing, drafter_forwards_per_step_max=max(per_step, default=0),
                 **bound, outputs=outputs)
 
-def check_paths(device:str, n:int=8, max_tokens:int=12, methods=('mtp', 'eagle', 'dflash'))->dict:
+def check_paths(device:str, n:int=8, max_tokens:int=12, methods=('mtp', 'eagle', 'dflash'), eager_graph_steps:bool=False)->dict:
     "Float64 on `device`, text-hybrid, per method: every path's tokens and acceptance equal the per-request path's."
     from vllm_pd_spec.config import SchedulerConfig
     from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
@@ -85,12 +84,10 @@ def check_paths(device:str, n:int=8, max_tokens:int=12, methods=('mtp', 'eagle',
     for method in methods:
         outs = {}
         for path in paths:
-            set_path(path)
-            eng = LLMEngine(make_config(method, 3, model=m, scheduler_config=SchedulerConfig(max_num_batched_tokens=64)), m,
-                            device=device, dtype=torch.float64)
+            eng = LLMEngine(make_config(method, 3, model=m, scheduler_config=SchedulerConfig(max_num_batched_tokens=64),
+                                        runner_config=path_config(path, eager_graph_steps)), m, device=device, dtype=torch.float64)
             with torch.no_grad(): outs[path] = (eng.generate(prompts, max_tokens=max_tokens), eng.spec_stats.num_accepted_tokens_per_pos)
         got[method] = {p: outs[p] == outs['per-request'] for p in paths if p != 'per-request'}
-    set_path('batched')
     return got
 
 def main(argv=None):
@@ -114,16 +111,15 @@ def main(argv=None):
     from vllm_pd_spec.model.drafters import load_model
     if not a.device.startswith('cuda'): torch.set_num_threads(1)
     batches, cuda = [int(x) for x in a.batches.split(',')], a.device.startswith('cuda')
-    if a.dry_run and not cuda:  # the graph path's functions run uncaptured (the runner's test switch)
-        from vllm_pd_spec.engine.runner import ModelRunner; ModelRunner._graph_eager_test = True
+    eager_graph_steps = a.dry_run and not cuda  # the graph path's functions run uncaptured (`RunnerConfig.eager_graph_steps`)
     paths = [p for p in a.paths.split(',') if p != 'graphs' or cuda or a.dry_run]
     run = dict(device=torch.cuda.get_device_name() if cuda else platform.processor() or 'cpu', torch=torch.__version__,
-               started=time.strftime('%Y-%m-%d %H:%M:%S'), graph_switch='ModelRunner.enforce_eager',
+               started=time.strftime('%Y-%m-%d %H:%M:%S'), graph_switch='RunnerConfig.enforce_eager',
                args=dict(vars(a), out=Path(a.out).name), paths=paths, complete=False, rows=[])
     out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
     G.warm_profiler(a.device)  # the profiler's start-up stays out of the first row's window
     t_start = time.perf_counter()
-    run['float64_paths_equal'] = check_paths(a.device, *((2, 4, ('mtp',)) if a.dry_run else ()))
+    run['float64_paths_equal'] = check_paths(a.device, *((2, 4, ('mtp',)) if a.dry_run else ()), eager_graph_steps=eager_graph_steps)
     print('float64, equal tokens and acceptance to the per-request path:', run['float64_paths_equal'], flush=True)
     pools = {name: prompts_for(name, 2 * max(batches), a.prompt_len) for name in a.models.split(',')}
     dtypes = a.dtypes.split(',')
@@ -136,13 +132,12 @@ def main(argv=None):
                     if time.perf_counter() - t_start > a.budget_s: run['stopped'] = f'budget of {a.budget_s} s spent'; break
                     t0, n = time.perf_counter(), a.slow_max_tokens if path == 'per-request' else a.max_tokens
                     row = bench_row(model, path, pool[:b], pool[b:b + min(b, 2)] if path == 'per-request' else pool[b:2 * b],
-                                    a.k, n, a.device, a.profile_steps)
+                                    a.k, n, a.device, a.profile_steps, eager_graph_steps)
                     outs = row.pop('outputs'); ref = outs if ref is None else ref
                     row.update(model=name, dtype=dt, same_outputs_as_batched=[o[:len(r)] for o, r in zip(ref, outs)] == [r[:len(o)] for o, r in zip(ref, outs)],
                                wall_s=time.perf_counter() - t0)
                     run['rows'].append(row); out.write_text(json.dumps(run, indent=1))
                     print({x: (round(v, 4) if isinstance(v, float) else v) for x, v in row.items()}, flush=True)
-    set_path('batched')
     run['complete'], run['seconds'] = 'stopped' not in run, round(time.perf_counter() - t_start, 1)
     out.write_text(json.dumps(run, indent=1))
     print('wrote', out)

@@ -45,25 +45,8 @@ G = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(G)  # the t
 sync = G.sync
 
 def timing_observer(device):
-    "`observers(engines)` for the kit's `serve`: a `StepTimer` on the decoding engine."
-    from vllm_pd_spec.engine.llm_engine import StepObserver
-    class StepTimer(StepObserver):
-        "Wall time of each step of the decoding engine (synchronised), the tokens each request got in it, and the time in `schedule()` and `execute_model`."
-        def __init__(self, engine):
-            super().__init__(); self.steps, self.schedule_s, self.execute_s, self.t0 = [], [], [], None
-            schedule, execute = engine.scheduler.schedule, engine.runner.execute_model
-            def timed(fn, into, starts_step=False):
-                def call(*a):
-                    sync(device); t = time.perf_counter(); out = fn(*a); sync(device); into.append(time.perf_counter() - t)
-                    if starts_step: self.t0 = t
-                    return out
-                return call
-            # this tool's instrumentation only: the instance's methods are wrapped, the engine is unchanged
-            engine.scheduler.schedule, engine.runner.execute_model = timed(schedule, self.schedule_s, True), timed(execute, self.execute_s)
-        def on_output(self, scheduler_output, model_runner_output, outputs):
-            "The step ends here: its wall time since `schedule()` began, and each request's new tokens."
-            sync(device); self.steps.append((time.perf_counter() - self.t0, {o.request_id: len(o.new_token_ids) for o in outputs if o.new_token_ids}))
-    return lambda engines: [StepTimer(engines[-1])]
+    "`observers(engines)` for the kit's `serve`: a `StepTimer` on the decoding engine (the engine's hooks time its steps)."
+    return lambda engines: [G.StepTimer(device)]
 
 def profile_observer(num_requests:int, n_steps:int, device):
     "`observers(engines)`: once every request has its first token on the decoding engine, profile its next `n_steps` steps."
@@ -135,7 +118,7 @@ def main(argv=None):
     if a.dry_run: a.ks, a.num_prompts, a.prompt_len, a.max_tokens, a.profile_steps = '2', 2, 32, 8, 2
     if not 1 <= a.num_prompts <= POOL['n'] // 2: sys.exit(f'--num-prompts={a.num_prompts}: must be in 1..{POOL["n"] // 2}')
     if not 1 <= a.prompt_len <= POOL['prompt_len']: sys.exit(f'--prompt-len={a.prompt_len}: must be in 1..{POOL["prompt_len"]}')
-    from vllm_pd_spec.engine.runner import SamplingParams
+    from vllm_pd_spec.config import SamplingParams
     from vllm_pd_spec.experiments.backoff import ARMS
     from vllm_pd_spec.model.drafters import load_model
     if not a.device.startswith('cuda'): torch.set_num_threads(1)  # tiny matrices on a CPU: one thread is fastest

@@ -1,7 +1,8 @@
 """Timing and profiling of one engine's steps on one device: what `tools/engine_bench.py` and `tools/fix2_gpu.py` measure with.
 
-* `StepTimer`: the wall time of each `engine.step()` (synchronised), the tokens each request got in it, and the time
-  in `schedule()` and `execute_model`;
+* `StepTimer`: a step observer (the engine's `on_step_start`, `on_schedule`, `before_execute`, `after_execute` and
+  `on_output` hooks): the wall time of each step (synchronised), the tokens each request got in it, and the time in
+  `schedule()` and `execute_model`;
 * `tpots`: per-request TPOT from the timed steps;
 * `profile_steps` (and `profile_stats`, for a window profiled elsewhere): over a window of steps, torch.profiler's GPU busy time, kernel launches outside CUDA-graph replays
   (`cudaLaunchKernel` and its variants), graph replays (`cudaGraphLaunch`) and aten calls;
@@ -26,21 +27,18 @@ def tpots(steps:list)->tuple:
     return [dur[r] / toks[r] for r in first if toks[r] > 0], first
 
 class StepTimer:
-    "Wall time of each step of one engine (synchronised), the tokens each request got in it, and the time in `schedule()` and `execute_model`."
-    def __init__(self, engine, device):
+    "A step observer (give it to `engine.add_observer`): wall time of each step of one engine (synchronised), the tokens each request got in it, and the time in `schedule()` and `execute_model`."
+    def __init__(self, device):
         self.device, self.steps, self.schedule_s, self.execute_s = device, [], [], []
-        step, schedule, execute = engine.step, engine.scheduler.schedule, engine.runner.execute_model
-        def timed(fn, into):
-            def call(*a):
-                sync(device); t = time.perf_counter(); out = fn(*a); sync(device); into.append(time.perf_counter() - t); return out
-            return call
-        durations = []
-        def timed_step():
-            outs = timed(step, durations)()
-            self.steps.append((durations[-1], {o.request_id: len(o.new_token_ids) for o in outs if o.new_token_ids}))
-            return outs
-        # the instance's methods are wrapped (this tool's instrumentation only): the engine is unchanged
-        engine.step, engine.scheduler.schedule, engine.runner.execute_model = timed_step, timed(schedule, self.schedule_s), timed(execute, self.execute_s)
+
+    def _now(self)->float: sync(self.device); return time.perf_counter()
+    def on_step_start(self): self.t_step = self._now()
+    def on_schedule(self, scheduler_output): self.schedule_s.append(self._now() - self.t_step)
+    def before_execute(self, scheduler_output): self.t_execute = self._now()
+    def after_execute(self, scheduler_output, model_runner_output): self.execute_s.append(self._now() - self.t_execute)
+    def on_output(self, scheduler_output, model_runner_output, outputs):
+        "The step ends: its wall time since it began, and each request's new tokens."
+        self.steps.append((self._now() - self.t_step, {o.request_id: len(o.new_token_ids) for o in outputs if o.new_token_ids}))
 
     def summary(self, n_requests:int)->dict:
         "Step time, decode-step time (steps after every request's first token in which all of them got tokens), TPOT, tokens/s."
@@ -88,15 +86,15 @@ def profile_stats(prof, # a finished `torch.profiler.profile`
                 graph_replays_per_step=count(lambda k: 'GraphLaunch' in k) / n if cuda else None,
                 aten_calls_per_step=count(lambda k: k.startswith('aten::')) / n)
 
-def build(model, k:int, n_prompts:int, prompt_len:int, max_tokens:int, device):
-    "A standalone MTP engine (greedy, fixed 0.33.0) with a block pool and batch budget sized for `n_prompts` prompts (all prefilled in one step, so all decode together)."
-    from vllm_pd_spec.config import SchedulerConfig, CacheConfig, cdiv
+def build(model, k:int, n_prompts:int, prompt_len:int, max_tokens:int, device, runner_config=None):
+    "A standalone MTP engine (greedy, fixed 0.33.0; `runner_config`: the runner's switches) with a block pool and batch budget sized for `n_prompts` prompts (all prefilled in one step, so all decode together)."
+    from vllm_pd_spec.config import SchedulerConfig, CacheConfig, RunnerConfig, cdiv
     from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
     sched = SchedulerConfig(max_num_batched_tokens=max(512, n_prompts * prompt_len), max_num_seqs=n_prompts)  # every prompt in one step
     groups = 1 + any(kind == 'gdn' for kind in model.args.layer_kinds)
     blocks = groups * n_prompts * (cdiv(prompt_len + max_tokens + 2 * k + 2, 16) + 1) + 2
-    return LLMEngine(make_config('mtp', k, model=model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=blocks)),
-                     model, device=device, dtype=next(model.parameters()).dtype)
+    return LLMEngine(make_config('mtp', k, model=model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=blocks),
+                                 runner_config=runner_config or RunnerConfig()), model, device=device, dtype=next(model.parameters()).dtype)
 
 def decoding(engine, prompts:list, max_tokens:int)->bool:
     "Add the prompts and step until every request has its first token; whether decode steps are left to profile."

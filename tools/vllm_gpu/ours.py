@@ -30,16 +30,16 @@ def pd_rows(prompts:list, k:int, max_tokens:int)->dict:
     model = load_model('text-hybrid', torch.float64)
     backend = kernel_backend('cpu')
     arms = {  # our arm: (fix, what it stands for in vLLM's run)
-        'rule #47466 (0.25.0)': (5, Arm('rule #47466', role='legacy', engine=dict(gdn_rule='0.27.1'), label="0.25.0's row rule (#47466)")),
-        'rule before #47466': (5, Arm('rule before #47466', role='legacy', engine=dict(gdn_rule='0.24.0'), label='main between #45237 and #47466')),
-        'guard on (0.25.0 V2)': (6, Arm('guard on', engine=dict(gdn_rule='0.27.1'), label="0.25.0's kernel, row rule #47466")),
-        'guard off': (6, Arm('guard off', Fixes().off('kernel_guard'), 'legacy', engine=dict(gdn_rule='0.27.1'), label='main between #45237 and #47466')),
+        'rule #47466 (0.25.0)': (5, Arm('rule #47466', role='legacy', runner=dict(gdn_rule='0.27.1'), label="0.25.0's row rule (#47466)")),
+        'rule before #47466': (5, Arm('rule before #47466', role='legacy', runner=dict(gdn_rule='0.24.0'), label='main between #45237 and #47466')),
+        'guard on (0.25.0 V2)': (6, Arm('guard on', runner=dict(gdn_rule='0.27.1'), label="0.25.0's kernel, row rule #47466")),
+        'guard off': (6, Arm('guard off', Fixes().off('kernel_guard'), 'legacy', runner=dict(gdn_rule='0.27.1'), label='main between #45237 and #47466')),
     }
     out, t0 = {}, time.time()
     with torch_threads(2):
-        ref = serve(STANDALONE, model, prompts, k=k, max_tokens=max_tokens, input_backend=backend).outputs
+        ref = serve(STANDALONE, model, prompts, k=k, max_tokens=max_tokens, runner_switches=dict(input_backend=backend)).outputs
         for name, (fix, arm) in arms.items():
-            got = serve(arm, model, prompts, k=k, max_tokens=max_tokens, input_backend=backend).outputs
+            got = serve(arm, model, prompts, k=k, max_tokens=max_tokens, runner_switches=dict(input_backend=backend)).outputs
             out[name] = dict(fix=fix, label=arm.label, **match_summary(got, ref))
             print(name, out[name]['exact_match_rate'], f'{time.time() - t0:.0f} s', flush=True)
     return dict(model='text-hybrid (ours, trained; float64, CPU)', k=k, max_tokens=max_tokens, num_prompts=len(prompts),

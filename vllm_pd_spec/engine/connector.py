@@ -43,8 +43,13 @@ class PDConnectorScheduler:
                  vllm_config:VllmConfig, # role, speculative config, fixes
                  engine_id:str, # this engine's id (P sends it to D)
                  kv_cache_config:KVCacheConfig, # groups; `has_mamba_layers`
+                 prefill_backoff=None, # `rule(has_mamba, lookahead) -> int` in place of the contract (an experiment's arm); None: the contract
+                 truncate_block_hashes:bool=True, # False: the named variant `untruncated_block_hashes` (P keeps its admission hashes)
                 ):
+        check(prefill_backoff is None or callable(prefill_backoff), 'prefill_backoff', prefill_backoff,
+              'None or a function (has_mamba, lookahead) -> int', ArgTypeError)
         self.vllm_config, self.engine_id, self.fixes = vllm_config, engine_id, vllm_config.fixes
+        self.backoff_rule, self.truncates_block_hashes = prefill_backoff, truncate_block_hashes
         self.block_size = kv_cache_config.block_size
         self.num_groups = len(kv_cache_config.kv_cache_groups)
         self._has_mamba = kv_cache_config.has_mamba_layers
@@ -52,12 +57,12 @@ class PDConnectorScheduler:
         self._reqs_need_send: dict = {}
         self._send_block_hashes: dict = {}  # P: the content key of each sent block, for the checksum recorded with it
         self._heartbeats: dict = {}  # D: request id -> (remote engine id, remote request id) until its load lands (0.34.0)
-        self.truncates_block_hashes = True  # False: the named variant `untruncated_block_hashes` (P keeps its admission hashes)
 
     def _prefill_backoff(self)->int:
-        "Prompt tokens P leaves for D: the contract (fix 2 on) or the Mamba-only legacy."
-        if not self.fixes.prefill_backoff: return backoff.legacy_prefill_backoff(self._has_mamba)
+        "Prompt tokens P leaves for D: the contract (fix 2 on), the Mamba-only legacy, or the arm's rule given at construction."
         spec = self.vllm_config.speculative_config
+        if self.backoff_rule is not None: return self.backoff_rule(self._has_mamba, lookahead.num_prefill_lookahead_tokens(spec))
+        if not self.fixes.prefill_backoff: return backoff.legacy_prefill_backoff(self._has_mamba)
         return backoff.prefill_backoff(self._has_mamba, lookahead.num_prefill_lookahead_tokens(spec))
 
     def _get_remote_prefill_token_count(self, num_prompt_tokens:int)->int:
@@ -148,11 +153,3 @@ def build_connector_meta(self:PDConnectorScheduler, scheduler_output=None)->PDCo
 def prefill_backoff(self:PDConnectorScheduler)->int:
     "The prompt tokens P leaves for D, as this connector computes them (its `_prefill_backoff`)."
     return self._prefill_backoff()
-
-@patch
-def override_prefill_backoff(self:PDConnectorScheduler, rule # `rule(has_mamba, lookahead) -> int`, in place of the connector's own
-                            ):
-    "Make this connector's backoff `rule(has_mamba, lookahead)` (an experiment's arm; P's and D's must agree)."
-    check(callable(rule), 'rule', rule, 'a function (has_mamba, lookahead) -> int', ArgTypeError)
-    L = lookahead.num_prefill_lookahead_tokens(self.vllm_config.speculative_config)
-    self._prefill_backoff = lambda: rule(self._has_mamba, L)

@@ -239,6 +239,7 @@ class KVCacheManager:
                  enable_caching:bool=True, # prefix caching on
                  use_eagle:bool=False, # drop a hit's last block (EAGLE, EAGLE3, MTP drafters)
                  num_reprefillable_tokens:int=0, # trailing computed tokens never published (fix 1)
+                 drop_group_ids:frozenset=frozenset(), # groups whose hit drops its last block (EAGLE's drop); see `_group_hit`
                 ):
         check_int('num_reprefillable_tokens', num_reprefillable_tokens, 0)
         self.kv_cache_config, self.max_model_len, self.enable_caching = kv_cache_config, max_model_len, enable_caching
@@ -248,7 +249,7 @@ class KVCacheManager:
         self.managers = [_MANAGERS[type(g.kv_cache_spec)](g.kv_cache_spec, self.block_pool, i)
                          for i, g in enumerate(kv_cache_config.kv_cache_groups)]
         self.num_kv_cache_groups = len(self.managers)
-        self.drop_group_ids = frozenset()  # groups whose hit drops its last block (EAGLE's drop); see `_group_hit`
+        self.drop_group_ids = frozenset(drop_group_ids)
 
     @property
     def usage(self)->float: return self.block_pool.get_usage()

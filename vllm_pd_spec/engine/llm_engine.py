@@ -13,7 +13,7 @@ import itertools, math, torch
 from collections import deque
 from fastcore.basics import patch
 from ..contracts import slots
-from ..config import VllmConfig, SpeculativeConfig, SchedulerConfig, CacheConfig, Fixes, cdiv, is_int, make_kv_transfer_params, check, check_type, ArgTypeError
+from ..config import VllmConfig, SpeculativeConfig, SchedulerConfig, CacheConfig, RunnerConfig, KVTransferConfig, Fixes, cdiv, is_int, make_kv_transfer_params, check, check_type, ArgTypeError
 from .request import Request, RequestStatus
 from .outputs import SchedulerOutput, ModelRunnerOutput, EngineCoreOutput
 from .kv_cache_manager import KVCacheConfig, SlotChecker, get_kv_cache_config
@@ -29,7 +29,7 @@ def make_config(method:str|None=None, # 'mtp', 'eagle', 'dflash' or None
                 fixes:Fixes=Fixes(), # which fixes are on
                 block_size:int=16, # tokens per KV block
                 model:SpecModel|None=None, # the weights (default: the shipped ones): its layers and MTP modules
-                **kw, # more `VllmConfig` fields: `scheduler_config`, `cache_config`
+                **kw, # more `VllmConfig` fields: `scheduler_config`, `cache_config`, `runner_config`
                )->VllmConfig:
     "A `VllmConfig` for the shipped model."
     n_mtp = (model.args.n_mtp if model else 4) if method == 'mtp' else 1
@@ -46,15 +46,32 @@ class StepObserver:
     "Watches an engine's steps; subclass it, or pass the callbacks (each does nothing by default)."
     def __init__(self, on_schedule=None, # `on_schedule(scheduler_output)`: after `schedule()`, before the runner
                  on_output=None, # `on_output(scheduler_output, model_runner_output, outputs)`: after `update_from_output()`
+                 before_execute=None, # `before_execute(scheduler_output)`: just before the runner's `execute_model`
+                 after_execute=None, # `after_execute(scheduler_output, model_runner_output)`: just after it
+                 on_step_start=None, # `on_step_start()`: a step begins, before `schedule()`
+                 on_stale_reprefill=None, # `on_stale_reprefill(req_id, positions)`: the model runner re-prefilled rows the request never wrote
                 ):
-        if on_schedule is not None: self.on_schedule = on_schedule
-        if on_output is not None: self.on_output = on_output
+        for name, fn in dict(on_schedule=on_schedule, on_output=on_output, before_execute=before_execute, after_execute=after_execute,
+                             on_step_start=on_step_start, on_stale_reprefill=on_stale_reprefill).items():
+            if fn is not None: setattr(self, name, fn)
+
+    def on_step_start(self):
+        "Called when a step begins, before `schedule()`."
 
     def on_schedule(self, scheduler_output:SchedulerOutput):
         "Called after `schedule()`, before the runner runs the step."
 
+    def before_execute(self, scheduler_output:SchedulerOutput):
+        "Called just before the runner's `execute_model(scheduler_output)`."
+
+    def after_execute(self, scheduler_output:SchedulerOutput, model_runner_output:ModelRunnerOutput):
+        "Called just after the runner's `execute_model`, before `update_from_output()`."
+
     def on_output(self, scheduler_output:SchedulerOutput, model_runner_output:ModelRunnerOutput, outputs:list):
         "Called after `update_from_output()` with the step's `EngineCoreOutput`s."
+
+    def on_stale_reprefill(self, req_id:str, positions:range):
+        "Called by the model runner (inside `execute_model`) for `positions` re-prefilled from drafter rows `req_id` never wrote."
 
 # %% ../../nbs/37_llm_engine.ipynb #10c9ec9a
 class EngineDeadError(RuntimeError):
@@ -77,20 +94,18 @@ class ObserverError(RuntimeError):
 
 class LLMEngine:
     "One engine: a scheduler, a runner (the model's by default) and, for P/D roles, the connector's worker."
-    def __init__(self, vllm_config:VllmConfig, # speculation, layers, role, fixes, scheduler and cache limits
+    def __init__(self, vllm_config:VllmConfig, # speculation, layers, role, fixes, scheduler and cache limits, the runner's switches
                  model:SpecModel|None=None, # the weights `ModelRunner` runs (default: the shipped ones)
                  *,
                  transport:KVTransport|None=None, # P/D: the transport the connector's worker drives
                  engine_id:str|None=None, # default `'{role}-0'`
                  device='cpu', # where the model runs
                  dtype=torch.float32, # the model's precision
-                 slot_checker:bool=False, # report every KV write of the model runner to a `SlotChecker`
-                 handoff:bool=False, # the hidden-state hand-off in the model runner (off: as vLLM 0.33.0 ships; see the runner page)
-                 worker:PDConnectorWorker|None=None, # the connector's worker (default: a `PDConnectorWorker` over `transport`)
+                 slot_checker=False, # report every KV write of the model runner: True (to a `SlotChecker`), or `checker(engine)` building one once the scheduler is built
+                 worker:PDConnectorWorker|None=None, # the P/D connector's worker (default: a `PDConnectorWorker` over `transport`)
                  runner=None, # `runner(scheduler, worker)` -> any runner with `execute_model`, or a `ModelRunner` subclass built as `ModelRunner` is; default: `ModelRunner`
                  kv_cache_config:KVCacheConfig|None=None, # the KV groups (default: planned with the drafter's layers)
-                 input_backend:str|None=None, # the model runner's input-assembly backend (default: Triton on CUDA, else the torch reference)
-                 gdn_rule:str|None=None, # the model runner's spec-decode row rule, a key of `contracts.rows.ROW_RULES` (default: from the fixes)
+                 kv_transfer_config:KVTransferConfig=KVTransferConfig(), # the connectors' spec (upstream's `kv_transfer_config`): the P/D connector's variants, an offloading tier
                 ):
         self.engine_id = engine_id or f'{vllm_config.role}-0'
         model_runner = runner is None or (isinstance(runner, type) and issubclass(runner, ModelRunner))  # built here, with the model
@@ -99,14 +114,19 @@ class LLMEngine:
             spec = vllm_config.speculative_config
             drafter = drafter_layer_names(model, spec.method if spec else None) if model_runner else ()
             kv_cache_config = get_kv_cache_config(vllm_config, drafter_layer_names=drafter)
-        self.scheduler = Scheduler(vllm_config, kv_cache_config, self.engine_id)
+        self.scheduler = Scheduler(vllm_config, kv_cache_config, self.engine_id, kv_transfer_config)
         if worker is None and transport is not None: worker = PDConnectorWorker(self.engine_id, transport)
+        if kv_transfer_config.offload is not None: worker = kv_transfer_config.offload.worker_side(kv_cache_config, worker)
         self.worker = worker
+        self.observers: list = []  # `StepObserver`s, called in order
+        self._errors: list = []  # the running step's observer exceptions
+        check(isinstance(slot_checker, bool) or callable(slot_checker), 'slot_checker', slot_checker,
+              'True, False or checker(engine) building a SlotChecker', ArgTypeError)
         if model_runner:
-            checker = SlotChecker(self.scheduler.kv_cache_manager) if slot_checker else None
+            checker = slot_checker(self) if callable(slot_checker) else SlotChecker(self.scheduler.kv_cache_manager) if slot_checker else None
             self.runner = (runner or ModelRunner)(vllm_config, kv_cache_config, model, max_reqs=vllm_config.scheduler_config.max_num_seqs + 2,
-                                                  worker=worker, device=device, dtype=dtype, slot_checker=checker, handoff=handoff,
-                                                  input_backend=input_backend, gdn_rule=gdn_rule)
+                                                  worker=worker, device=device, dtype=dtype, slot_checker=checker,
+                                                  on_stale_reprefill=self._stale_reprefill)
         else:
             check(callable(runner), 'runner', runner, 'a callable runner(scheduler, worker) or a ModelRunner subclass', ArgTypeError)
             self.runner = runner(self.scheduler, worker)
@@ -115,7 +135,6 @@ class LLMEngine:
         check(not (model_runner and worker is None and vllm_config.role != 'standalone'), 'transport', transport,
               f"a transport (or a worker) for a {vllm_config.role} engine: its blocks would wait for ever for a transfer")
         self.vocab_size = model.args.vocab_size if model_runner else None  # prompts are checked against it
-        self.observers: list = []  # `StepObserver`s, called in order
         self.outputs: dict = {}  # request id -> generated tokens
         self.finished: dict = {}  # request id -> EngineCoreOutput that finished it
         self.dead: BaseException|None = None  # what killed the engine core (then every call raises `EngineDeadError`)
@@ -148,10 +167,14 @@ class LLMEngine:
               'a StepObserver (callable on_schedule and on_output)', ArgTypeError)
         self.observers.append(observer); return observer
     def _notify(self, errors:list, method:str, *args):
-        "Call `method` of every observer; an observer's exception is kept in `errors` (a caller's bug never kills the engine)."
+        "Call `method` of every observer that has it; an observer's exception is kept in `errors` (a caller's bug never kills the engine)."
         for observer in self.observers:
-            try: getattr(observer, method)(*args)
+            try:
+                if (call := getattr(observer, method, None)) is not None: call(*args)
             except Exception as e: errors.append(e)
+    def _stale_reprefill(self, req_id:str, positions:range):
+        "The model runner's report of positions re-prefilled from rows `req_id` never wrote, to every observer."
+        self._notify(self._errors, 'on_stale_reprefill', req_id, positions)
     def has_work(self)->bool: return self.scheduler.has_requests()
     def decline_remote_kv(self, request_id:str, kv_transfer_params:dict):
         "D will not take a request P prefilled (refused it, or its client left): P frees the blocks it holds for it now, not at its lease."
@@ -161,12 +184,15 @@ class LLMEngine:
     def step(self)->list:
         "One engine step, as upstream's `EngineCore.step`: schedule, run, update; this step's `EngineCoreOutput`s."
         if self.dead is not None: raise EngineDeadError(self.lost) from self.dead
-        errors = []
+        errors = self._errors = []
         try:
+            self._notify(errors, 'on_step_start')
             scheduler_output = self.scheduler.schedule()
             stranded = scheduler_output.total_num_scheduled_tokens == 0 and self._stranded()
             self._notify(errors, 'on_schedule', scheduler_output)
+            self._notify(errors, 'before_execute', scheduler_output)
             model_runner_output = self.runner.execute_model(scheduler_output)
+            self._notify(errors, 'after_execute', scheduler_output, model_runner_output)
             outputs = self.scheduler.update_from_output(scheduler_output, model_runner_output)
         except Exception as e:  # upstream: the busy loop's exception kills the engine core, every request fails
             self.dead, self.lost = e, list(self.scheduler.requests)  # every request it held, P's published ones included
@@ -238,7 +264,7 @@ def peak_blocks_alone(scheduler:Scheduler, # the engine's scheduler (its groups,
         count = getattr(s.connector, '_get_remote_prefill_token_count', None)  # a connector of its own may not say: all of it
         r = count(P) if count else P
         nc = min(r, P - 1)
-        spare = s._spec_decode_step_blocks() if s.reserve_spec_step_blocks else 0  # #57104: the load is admitted with these left free
+        spare = s._spec_decode_step_blocks() if s.scheduler_config.reserve_spec_step_blocks else 0  # #57104: the load is admitted with these left free
         peak = max(peak, held(0, r + first(True)) + spare, held(nc, nc + max(P - nc, q) + la))
     return peak
 
@@ -322,22 +348,25 @@ class PDPair:
                  scheduler_config:SchedulerConfig=SchedulerConfig(), # both engines' scheduler limits
                  cache_config:CacheConfig=CacheConfig(), # both engines' block pools
                  decode_scheduler_config:SchedulerConfig|None=None, # the decode engine's limits (default: `scheduler_config`)
+                 decode_cache_config:CacheConfig|None=None, # the decode engine's block pool (default: `cache_config`)
                  decode_k:int|None=None, # the decode engine's drafts per step (default: `k`)
                  prefill_kw:dict|None=None, # `LLMEngine` arguments for the prefill engine only (e.g. its `worker`, `runner`), over `engine_kw`
                  decode_kw:dict|None=None, # the same for the decode engine
                  d_prefills:bool=False, # the proxy sends each prompt straight to D, which prefills it itself (P stays idle)
                  kv_connector=None, # the vLLM connector both engines run behind (`VllmConfig.kv_connector`; None: NIXL's)
                  release:str|None=None, # whose rule resolves the hash lookahead and the drop (`VllmConfig.release`)
-                 **engine_kw, # more `LLMEngine` arguments (e.g. `dtype`, `handoff`)
+                 runner_config:RunnerConfig=RunnerConfig(), # both engines' model-runner switches (`VllmConfig.runner_config`: e.g. `handoff`)
+                 **engine_kw, # more `LLMEngine` arguments (e.g. `dtype`, `kv_transfer_config`)
                 ):
         model = model or _default_model()
         self.transport = transport or LocalTransport()
         self.request_counter = itertools.count()  # `generate`'s request ids, fresh on every call (upstream: `LLM.request_counter`)
         self.d_prefills = d_prefills
         limits = {'prefill': scheduler_config, 'decode': decode_scheduler_config or scheduler_config}
+        pools = {'prefill': cache_config, 'decode': decode_cache_config or cache_config}
         widths = {'prefill': k, 'decode': k if decode_k is None else decode_k}
         config = lambda role: make_config(method, widths[role], role, fixes, block_size, model, scheduler_config=limits[role],
-                                          cache_config=cache_config, kv_connector=kv_connector, release=release)
+                                          cache_config=pools[role], kv_connector=kv_connector, release=release, runner_config=runner_config)
         self.P = LLMEngine(config('prefill'), model, transport=self.transport, **engine_kw | (prefill_kw or {}))
         self.D = LLMEngine(config('decode'), model, transport=self.transport, **engine_kw | (decode_kw or {}))
         check(self.P.engine_id != self.D.engine_id, 'engine_id', self.D.engine_id,

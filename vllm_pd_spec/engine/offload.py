@@ -7,7 +7,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/engine_offload.html.md"""
 # %% auto #0
 __all__ = ['LOAD_MASKS', 'CPUStore', 'OffloadConfig', 'ReqStoreState', 'OffloadMetadata', 'OffloadConnectorScheduler',
            'StoreAssertionError', 'OffloadConnectorWorker', 'MultiConnectorScheduler', 'MultiConnectorWorker',
-           'attach_offload', 'offload_worker']
+           'offload_worker', 'OffloadSpec']
 
 # %% ../../nbs/38a_engine_offload.ipynb #e81b18ab
 import torch
@@ -306,25 +306,27 @@ class MultiConnectorWorker:
         return next((s for w in self.workers if (s := w.take_states(request_id))), None)
 
 # %% ../../nbs/38a_engine_offload.ipynb #732e91eb
-def attach_offload(engine, # an `LLMEngine` built with `worker=offload_worker(...)` (or a `MultiConnectorWorker` ending with one)
-                   store:CPUStore, # the tier
-                   config:OffloadConfig=OffloadConfig(), # the derivations
-                   local_drop_group_ids=None, # the local prefix cache's drop set (default: `config.drop_group_ids`)
-                  )->OffloadConnectorScheduler:
-    "Attach the tier's scheduler side to `engine.scheduler` (after its P/D connector, if any); returns it."
-    s, w = engine.scheduler, engine.worker
-    tier = OffloadConnectorScheduler(s.vllm_config, s.kv_cache_config, store, config)
-    tier.bind(s.requests)
-    if s.connector is None:
-        check(isinstance(w, OffloadConnectorWorker), 'worker', w, 'an offload_worker(...): build the engine with worker=offload_worker(...)')
-        s.connector = tier
-    else:
-        check(isinstance(w, MultiConnectorWorker) and isinstance(w.workers[-1], OffloadConnectorWorker), 'worker', w,
-              'a MultiConnectorWorker([its P/D worker, offload_worker(...)]) on a P/D engine')
-        s.connector = MultiConnectorScheduler([s.connector, tier])
-    s.kv_cache_manager.drop_group_ids = frozenset(config.drop_group_ids if local_drop_group_ids is None else local_drop_group_ids)
-    return tier
-
 def offload_worker(store:CPUStore, kv_cache_config:KVCacheConfig, engine_id:str='offload-0')->OffloadConnectorWorker:
-    "The worker side to pass as `LLMEngine(..., worker=...)`."
+    "The tier's worker side."
     return OffloadConnectorWorker(engine_id, store, kv_cache_config)
+
+@dataclass(frozen=True)
+class OffloadSpec:
+    "An offloading tier as a spec (`KVTransferConfig.offload`): the engine builds both its sides, alone or after its P/D connector."
+    store:CPUStore # the tier's store (read it after the run)
+    config:OffloadConfig=OffloadConfig() # the derivations
+
+    def scheduler_side(self, scheduler, # the scheduler being built (its config, KV groups and request table)
+                       pd_connector=None, # its P/D connector, or None on a standalone engine
+                      ):
+        "The tier's scheduler side, after the P/D connector when there is one (a `MultiConnectorScheduler`)."
+        tier = OffloadConnectorScheduler(scheduler.vllm_config, scheduler.kv_cache_config, self.store, self.config)
+        tier.bind(scheduler.requests)
+        return tier if pd_connector is None else MultiConnectorScheduler([pd_connector, tier])
+
+    def worker_side(self, kv_cache_config:KVCacheConfig, # the engine's KV groups
+                    pd_worker=None, # its P/D worker, or None on a standalone engine
+                   ):
+        "The tier's worker side, after the P/D worker when there is one (a `MultiConnectorWorker`)."
+        worker = offload_worker(self.store, kv_cache_config)
+        return worker if pd_worker is None else MultiConnectorWorker([pd_worker, worker])

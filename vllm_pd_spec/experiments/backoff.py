@@ -15,11 +15,10 @@ __all__ = ['LEGACY_0271', 'ARMS', 'TOL', 'RELEASE_LOOKAHEAD', 'RELEASE_BACKOFF',
 import contextlib, itertools, multiprocessing, time, torch
 from dataclasses import replace
 from statistics import mean
-from ..config import Fixes, check, check_choice, check_int
+from ..config import Fixes, KVTransferConfig, SamplingParams, check, check_choice, check_int
 import vllm_pd_spec.contracts.backoff
 from .. import contracts
 from ..engine.llm_engine import LLMEngine, StepObserver
-from ..engine.runner import SamplingParams
 from ..model.drafters import SpecModel, load_model, model_prompts
 from . import common
 from .common import (ExperimentResult, Arm, arms, serve, kv_slots, save_run, load_run,
@@ -35,10 +34,10 @@ ARMS = arms(
     Arm('backoff', role='fixed', label='0.34.0 (NIXL)', what='vLLM 0.34.0 with NIXL (#55055; 0.33.0 has the same _prefill_backoff): backoff max(1 if GDN, L - 1), no hand-off'),
     Arm('reset on add', role='ours', runner=dict(reprefill_state='reset on add'), label='ours (0.34.0 + reset on add)',
         what="ours: 0.34.0, and a request never re-prefills the drafter's per-slot rows it did not write (the remedy for D's padded first step)"),
-    Arm('handoff', role='upstream', engine=dict(handoff=True), backoff=contracts.backoff.handoff_prefill_backoff, label='upstream main (opt-in prototype)',
+    Arm('handoff', role='upstream', runner=dict(handoff=True), backoff=contracts.backoff.handoff_prefill_backoff, label='upstream main (opt-in prototype)',
         what="upstream main's opt-in prototype: P computes every prompt token and ships its last max(1, L) hidden "
              "states; D samples from them and runs no target forward for prompt positions; no backoff"),
-    Arm('backoff+handoff', role='ours', engine=dict(handoff=True), label='ours', what="ours: 0.34.0's backoff and the hand-off together"),
+    Arm('backoff+handoff', role='ours', runner=dict(handoff=True), label='ours', what="ours: 0.34.0's backoff and the hand-off together"),
     Arm('standalone', role='reference', pd=False, label='0.34.0, no P/D', what='one engine, no P/D: the reference'),
 )
 
@@ -71,7 +70,10 @@ class FinalKV(StepObserver):
     "Each request's prompt-position drafter KV in the step that finishes it (before its blocks are reused), and the positions its runner re-prefilled from rows it never wrote."
     def __init__(self, engine:LLMEngine, num_modules:int):
         super().__init__(); self.engine, self.num_modules, self.kv, self.stale = engine, num_modules, {}, {}
-        engine.runner.on_stale_reprefill = lambda req_id, positions: self.stale.setdefault(req_id, set()).update(positions)
+
+    def on_stale_reprefill(self, req_id, positions):
+        "Keep the positions the runner re-prefilled from rows the request never wrote."
+        self.stale.setdefault(req_id, set()).update(positions)
 
     def on_output(self, scheduler_output, model_runner_output, outputs):
         "Copy the drafter KV of the requests this step finished."
@@ -160,11 +162,11 @@ def serve_arm(arm:Arm|str, # an arm, or its name in `ARMS`
     if backoff is not None and arm.pd: arm = replace(arm, backoff=backoff)
     def observers(engines):
         D = engines[-1]
-        if remote_backoff is not None: D.scheduler.connector.override_prefill_backoff(remote_backoff)
         watch = dict(D=[StepLog(), FinalKV(D, contracts.backoff.drafter_modules(D.runner.cfg.speculative_config)), PromptSplit()])
         return watch | (dict(P=[Continuation(), PromptSplit()]) if len(engines) == 2 else {})
+    remote = {} if remote_backoff is None else dict(decode_kw=dict(kv_transfer_config=KVTransferConfig(prefill_backoff=remote_backoff)))
     s = serve(arm, model, prompts, method=method, k=k, sampling=sampling, transport=transport, observers=observers, max_tokens=max_tokens,
-              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, device=device)
+              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, device=device, **remote)
     (log, kv, d_split), (cont, p_split) = s.observers['D'], s.observers.get('P', [None, None])
     b, b_d = (e.scheduler.connector.prefill_backoff() for e in s.engines) if arm.pd else (0, 0)
     return dict(arm=arm.name, outputs=s.outputs, stats=s.stats, stats_drafted=s.decoder.scheduler.spec_decoding_stats_drafted,

@@ -17,10 +17,10 @@ import contextlib, json, math, time, torch
 from statistics import mean, stdev
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
-from ..config import Fixes, SchedulerConfig, CacheConfig, cdiv, check, check_int, check_choice, check_type, is_int
+from ..config import (Fixes, SchedulerConfig, CacheConfig, RunnerConfig, KVTransferConfig, SamplingParams, cdiv, check,
+    check_int, check_choice, check_type, is_int)
 from ..engine.request import Request
 from ..engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
-from ..engine.runner import SamplingParams
 
 # %% ../../nbs/40_experiments_common.ipynb #f192e1b5
 @dataclass
@@ -103,8 +103,8 @@ class Arm:
     pd:bool=True # a P/D pair (else one standalone engine)
     label:str='' # the code it stands for: a release ('0.34.0'), upstream main, or ours
     what:str='' # in words
-    engine:dict=field(default_factory=dict) # more `LLMEngine` arguments (e.g. `handoff=True`, `gdn_rule=...`)
-    runner:dict=field(default_factory=dict) # runner attributes set after it is built (e.g. `reprefill_state='reset on add'`)
+    engine:dict=field(default_factory=dict) # more `LLMEngine` or `PDPair` arguments (e.g. `release='0.33.0'`)
+    runner:dict=field(default_factory=dict) # more `RunnerConfig` fields (e.g. `handoff=True`, `gdn_rule=...`, `reprefill_state='reset on add'`)
     scheduler:dict=field(default_factory=dict) # more `SchedulerConfig` fields (e.g. `pad_spec_decode=False`)
     backoff:object=None # `backoff(has_mamba, lookahead) -> int` on both connectors, in place of their own
 
@@ -117,7 +117,7 @@ class Arm:
     @property
     def ours(self)->bool: return self.role == 'ours'
     @property
-    def handoff(self)->bool: return bool(self.engine.get('handoff', False))
+    def handoff(self)->bool: return bool(self.runner.get('handoff', False))
     @property
     def reprefill_state(self)->str: return self.runner.get('reprefill_state', 'slot')
 
@@ -183,7 +183,7 @@ def serve(arm:Arm, # what to build
           *,
           method:str|None='mtp', # the drafter: 'mtp', 'eagle', 'dflash' or None
           k:int=3, # drafts per step
-          sampling=None, # a `SamplingParams` (default: greedy)
+          sampling=None, # a `SamplingParams` (default: greedy): the engines' `RunnerConfig.sampling`
           transport:str='local', # the pair's transport: 'local' or 'nixl'
           observers=None, # `StepObserver`s: a list (the decoding engine), `{'P': [...], 'D': [...]}`, or `observers(engines)` returning either
           max_tokens:int=128, # tokens per request
@@ -191,6 +191,7 @@ def serve(arm:Arm, # what to build
           max_num_batched_tokens:int=512, # each engine's token budget per step
           num_blocks:int|None=None, # the pool (default: `pool_blocks`); a smaller one is refused
           scheduler:dict|None=None, # more `SchedulerConfig` fields (e.g. `max_model_len`; the arm's `scheduler` wins)
+          runner_switches:dict|None=None, # more `RunnerConfig` fields (e.g. `input_backend`; the arm's `runner` wins)
           device:str='cpu', # where the engines run
           **engine_kw, # more `LLMEngine` arguments, and a P/D arm's `PDPair` ones (`decode_k`, `prefill_kw`, `decode_kw`, `d_prefills`); the arm's `engine` wins
          )->Served:
@@ -201,21 +202,20 @@ def serve(arm:Arm, # what to build
     check(num_blocks >= need, 'num_blocks', num_blocks, f'at least {need}: with fewer, {len(prompts)} prompts of up to '
           f'{max(map(len, prompts))} tokens and {max_tokens} more each (k={k}) would be preempted')
     sched = SchedulerConfig(**dict(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs) | (scheduler or {}) | arm.scheduler)
-    kw = dict(device=check_device(device), dtype=next(model.parameters()).dtype) | engine_kw | arm.engine
+    rc = RunnerConfig(**dict(sampling=sampling or SamplingParams()) | (runner_switches or {}) | arm.runner)
+    backoff = {} if arm.backoff is None else dict(kv_transfer_config=KVTransferConfig(prefill_backoff=arm.backoff))  # both connectors
+    kw = dict(device=check_device(device), dtype=next(model.parameters()).dtype) | engine_kw | backoff | arm.engine
     if arm.pd:
         engine = PDPair(method, k, arm.fixes, model, transport=make_transport(transport, len(prompts)), scheduler_config=sched,
-                        cache_config=CacheConfig(num_gpu_blocks=num_blocks), **kw)
+                        cache_config=CacheConfig(num_gpu_blocks=num_blocks), runner_config=rc, **kw)
         engines = (engine.P, engine.D)
-        if arm.backoff is not None:
-            for e in engines: e.scheduler.connector.override_prefill_backoff(arm.backoff)
     else:
-        config = make_config(method, k, fixes=arm.fixes, model=model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=num_blocks))
+        config = make_config(method, k, fixes=arm.fixes, model=model, scheduler_config=sched, cache_config=CacheConfig(num_gpu_blocks=num_blocks),
+                             runner_config=rc)
         engine = LLMEngine(config, model, **kw)
         engines = (engine,)
     preempted = set()
     for e in engines:
-        e.runner.sampling = sampling or SamplingParams()
-        for name, value in arm.runner.items(): setattr(e.runner, name, value)
         e.add_observer(StepObserver(on_schedule=lambda scheduler_output: preempted.update(scheduler_output.preempted_req_ids)))
     observers = _observe(engines, observers)
     t0 = time.time()

@@ -10,14 +10,16 @@ __all__ = ['K', 'MODEL', 'RULES', 'EVICTIONS', 'SETTINGS', 'DROP_RULES', 'QUICK'
 
 # %% ../../nbs/59d_connector_lookup_experiment.ipynb #da4ae660
 import itertools, torch
-from ..contracts.connector_lookup import uses_connector_path, legacy_uses_connector_path, needs_block_drop, legacy_needs_block_drop
+from dataclasses import replace
+from ..config import KVTransferConfig
+from ..contracts.connector_lookup import needs_block_drop, legacy_needs_block_drop
 from ..contracts.draft_groups import draft_group_ids
 from ..engine.kv_cache_manager import get_kv_cache_config, MambaSpec
 from ..engine.request import Request
 from ..engine.llm_engine import LLMEngine
 from ..engine.runner import drafter_layer_names
 from ..engine.kv_groups import cache_groups
-from ..engine.offload import CPUStore, OffloadConfig, attach_offload, offload_worker
+from ..engine.offload import CPUStore, OffloadConfig, OffloadSpec
 from ..model.drafters import load_model
 from vllm_pd_spec.experiments.common import (conversations, second_turn, serve_turns, longest_turn, engine_configs, reference, lossless,
     sweep, SILENT, experiment_main)
@@ -49,8 +51,8 @@ def diverged(engine, prompts:list)->int:
     return sum(kvm.get_computed_blocks_for_connector(Request('probe', p, block_size=bs))[2] for p in prompts)
 
 # %% ../../nbs/59d_connector_lookup_experiment.ipynb #e7b2c33e
-RULES = {'no connector (control)': None, '0.33.0': (uses_connector_path, True), '0.27.1': (legacy_uses_connector_path, True),
-         '0.27.1 path, no reconcile (variant)': (legacy_uses_connector_path, False)}
+RULES = {'no connector (control)': None, '0.33.0': dict(connector_path='0.33.0'), '0.27.1': dict(connector_path='0.27.1'),  # name -> SchedulerConfig fields
+         '0.27.1 path, no reconcile (variant)': dict(connector_path='0.27.1', reconcile_when_empty=False)}
 EVICTIONS = ('LRU half', 'GDN states')
 SETTINGS = ((EVICTIONS[0], 64), (EVICTIONS[1], 64), (EVICTIONS[1], 8), (EVICTIONS[1], 1))  # (eviction, second turn's new tokens)
 
@@ -65,12 +67,10 @@ def zero_external_rows(methods=('eagle', 'dflash'), num_convs:int=6, max_tokens:
         convs = conversations(MODEL, num_convs, follow=follow)
         cfg, refs = engine_configs(model, method, K, num_convs, longest_turn(convs, max_tokens))(), {}
         kvc = get_kv_cache_config(cfg, drafter_layer_names=drafter_layer_names(model, method))
-        for name, rule in RULES.items():
-            store = CPUStore()
-            eng = LLMEngine(cfg, model, dtype=torch.float64, kv_cache_config=kvc, worker=offload_worker(store, kvc) if rule else None)
-            if rule:
-                attach_offload(eng, store, OffloadConfig(retrieve=False))
-                eng.scheduler.uses_connector_path, eng.scheduler.reconcile_when_empty = rule
+        for name, rule in RULES.items():  # the tier stores, never reports a hit: it is the attached connector the rules ask about
+            tier = dict(kv_transfer_config=KVTransferConfig(offload=OffloadSpec(CPUStore(), OffloadConfig(retrieve=False)))) if rule else {}
+            eng = LLMEngine(replace(cfg, scheduler_config=replace(cfg.scheduler_config, **rule)) if rule else cfg, model,
+                            dtype=torch.float64, kv_cache_config=kvc, **tier)
             r = serve_turns(eng, convs, max_tokens, between=lambda first, eng=eng, how=how: dict(
                 evicted=_evict(eng, how), diverged=diverged(eng, [second_turn(c, o) for c, o in zip(convs, first)])))
             rows.append(dict(method=method, k=K, eviction=how, follow=follow, rule=name, evicted_blocks=r['between']['evicted'],
@@ -89,9 +89,9 @@ def drop_rows(methods=('eagle', 'dflash'), num_convs:int=6, max_tokens:int=32, b
         cfg, layers, refs = engine_configs(model, method, K, num_convs, longest_turn(convs, max_tokens))(), drafter_layer_names(model, method), {}
         kvc = get_kv_cache_config(cfg, drafter_layer_names=layers)
         for name, rule in DROP_RULES.items():
-            eng = LLMEngine(cfg, model, dtype=torch.float64, kv_cache_config=kvc)
+            drop = draft_group_ids(cache_groups(kvc, layers)) if rule(method) else frozenset()
+            eng = LLMEngine(replace(cfg, cache_config=replace(cfg.cache_config, drop_group_ids=drop)), model, dtype=torch.float64, kv_cache_config=kvc)
             kvm = eng.scheduler.kv_cache_manager
-            kvm.drop_group_ids = draft_group_ids(cache_groups(kvc, layers)) if rule(method) else frozenset()
             r = serve_turns(eng, convs, max_tokens)
             rows.append(dict(method=method, k=K, rule=name, drop_group_ids=sorted(kvm.drop_group_ids), hit_tokens=sum(r['hits']),
                              prompt_tokens=sum(map(len, r['prompts'])), lossless=r['outputs'] == reference(cfg, model, r['prompts'], max_tokens, refs)))

@@ -9,16 +9,17 @@ __all__ = ['K', 'BLOCK', 'MODEL', 'QUICK', 'FULL', 'holes', 'standalone_rows', '
 
 # %% ../../nbs/59c_draft_accounting_experiment.ipynb #edd7d62e
 import itertools, random, torch
+from dataclasses import replace
+from ..config import KVTransferConfig
 from ..contracts.draft_accounting import STORE_FORMS
 from ..contracts.draft_groups import drop_group_ids
 from ..engine.kv_cache_manager import get_kv_cache_config
 from ..engine.llm_engine import EngineDeadError, LLMEngine, PDPair
 from ..engine.request import Request
 from ..engine.runner import drafter_layer_names
-from ..engine.transport import LocalTransport, PDConnectorWorker
+from ..engine.transport import LocalTransport
 from ..engine.kv_groups import cache_groups
-from vllm_pd_spec.engine.offload import (CPUStore, OffloadConfig, StoreAssertionError, MultiConnectorWorker, attach_offload,
-    offload_worker)
+from ..engine.offload import CPUStore, OffloadConfig, OffloadSpec, StoreAssertionError
 from ..model.drafters import load_model, model_prompts
 from .common import (conversations, serve_turns, longest_turn, engine_configs,
     reference, lossless, sweep, SILENT, experiment_main)
@@ -50,8 +51,9 @@ def standalone_rows(methods=('mtp', 'eagle'), num_convs:int=6, max_tokens:int=32
         drop = drop_group_ids(cache_groups(kvc, layers), method)
         for form, mask in itertools.product(forms, load_masks):
             store = CPUStore()
-            eng = LLMEngine(cfg(), model, dtype=torch.float64, kv_cache_config=kvc, worker=offload_worker(store, kvc))
-            attach_offload(eng, store, OffloadConfig(drop_group_ids=drop, store_form=form, load_mask=mask))
+            tier = OffloadSpec(store, OffloadConfig(drop_group_ids=drop, store_form=form, load_mask=mask))
+            eng = LLMEngine(replace(cfg(), cache_config=replace(cfg().cache_config, drop_group_ids=drop)), model, dtype=torch.float64,
+                            kv_cache_config=kvc, kv_transfer_config=KVTransferConfig(offload=tier))  # the local cache drops what the tier drops
             row = dict(method=method, k=K, store_form=form, load_mask=mask, drop_group_ids=sorted(drop))
             count = lambda first, store=store: holes(store, [a + o for (a, _), o in zip(convs, first)])  # after the first turn
             try: r = serve_turns(eng, convs, max_tokens, evict=True, between=count)
@@ -73,12 +75,12 @@ def decode_rows(methods=('mtp', 'eagle'), num_prompts:int=8, lengths:tuple=(160,
         kvc = get_kv_cache_config(cfg(), drafter_layer_names=layers)
         ref = reference(cfg(), model, prompts, max_tokens)
         for form in forms:
-            t, store = LocalTransport(), CPUStore()
+            t, store, drop = LocalTransport(), CPUStore(), drop_group_ids(cache_groups(kvc, layers), method)
+            tier = OffloadSpec(store, OffloadConfig(drop_group_ids=drop, store_form=form))  # on D, behind its P/D connector
             pd = PDPair(method, K, model=model, transport=t, scheduler_config=cfg().scheduler_config, cache_config=cfg().cache_config,
-                        dtype=torch.float64, kv_cache_config=kvc,
-                        decode_kw=dict(worker=MultiConnectorWorker([PDConnectorWorker('decode-0', t), offload_worker(store, kvc)])))
+                        decode_cache_config=replace(cfg().cache_config, drop_group_ids=drop), dtype=torch.float64, kv_cache_config=kvc,
+                        decode_kw=dict(kv_transfer_config=KVTransferConfig(offload=tier)))
             D = pd.D
-            attach_offload(D, store, OffloadConfig(drop_group_ids=drop_group_ids(cache_groups(kvc, layers), method), store_form=form))
             row = dict(method=method, k=K, store_form=form)
             try: out = pd.generate(prompts, max_tokens)
             except EngineDeadError as dead:

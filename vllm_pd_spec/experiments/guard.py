@@ -25,7 +25,7 @@ def kernel_backend(device:str # 'cpu' or 'cuda'
 ARMS = arms(
     Arm('legacy', Fixes().off('kernel_guard'), 'legacy', label='main between #45237 and #47466 (placeholder padding, no kernel guard)'),
     Arm('fixed', label='0.34.0'),
-    Arm('0.24.0', Fixes().off('kernel_guard'), 'legacy', engine=dict(gdn_rule='0.24.0'), scheduler=dict(pad_spec_decode=False),
+    Arm('0.24.0', Fixes().off('kernel_guard'), 'legacy', runner=dict(gdn_rule='0.24.0'), scheduler=dict(pad_spec_decode=False),
         label='0.24.0 (its kernel, its row rule, no placeholder padding)'),
 )
 
@@ -41,7 +41,7 @@ def guard_case(model_name:str, # 'text-attn' or 'text-hybrid'
     model = model if model is not None else load_model(model_name, torch.float64)
     backend = kernel_backend(device)
     run = lambda arm, method='mtp': serve(arm, model, prompts, method=method, k=k, max_tokens=max_tokens, device=device, transport=transport,
-                                          input_backend=backend).outputs
+                                          runner_switches=dict(input_backend=backend)).outputs
     ref = run(NO_SPEC, None)  # no drafts, no placeholder: the guard has nothing to keep, whatever its form
     bar.update()
     out = []

@@ -12,6 +12,7 @@ __all__ = ['MODEL', 'NO_SPEC', 'DEFAULT', 'FULL', 'BUDGET', 'MAX_TOKENS', 'NOTES
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #c6b98674
 import functools, torch
+from dataclasses import replace
 from ..config import Fixes, SpeculativeConfig, LayerSpec, ModelConfig, VllmConfig, SchedulerConfig, CacheConfig, check
 from ..contracts import lookahead
 from ..engine.request import Request
@@ -35,11 +36,13 @@ def mtp_engine(k:int, # MTP drafts per step (modules used)
                budget:int=1024, # the scheduler's token budget per step
                max_num_seqs:int=1, # running requests at most
                num_blocks:int=128, # KV blocks in the pool
+               drop:bool=True, # the EAGLE/MTP last-block drop (False: `disable_eagle_block_drop`, the ablation)
               )->LLMEngine:
     "An engine running `text-attn` with multi-module MTP, `k` drafts per step, float64."
     m = text_model()
     vc = make_config('mtp', k, fixes=fixes, model=m, scheduler_config=SchedulerConfig(max_num_batched_tokens=budget,
                      max_num_seqs=max_num_seqs), cache_config=CacheConfig(num_gpu_blocks=num_blocks))
+    if not drop: vc = replace(vc, speculative_config=replace(vc.speculative_config, disable_eagle_block_drop=True))
     return LLMEngine(vc, m, dtype=torch.float64)
 
 def paired(legacy:list, # per-request acceptance lengths, legacy arm
@@ -130,8 +133,8 @@ def prefix_pair_run(k:int, # drafts per step
                     max_tokens:int=32, # tokens each request generates
                    )->dict:
     "A, then B = A's tokens so far + `turn` once 0.27.1 would have published A's re-prefillable tail: B's hit and acceptance."
-    eng = mtp_engine(k, fixes, budget=1024, max_num_seqs=2, num_blocks=128)
-    eng.scheduler.kv_cache_manager.use_eagle = drop
+    eng = mtp_engine(k, fixes, budget=1024, max_num_seqs=2, num_blocks=128, drop=drop)
+    assert eng.scheduler.kv_cache_manager.use_eagle == drop
     acc, bs, L = eng.add_observer(StepLog()), eng.scheduler.block_size, k
     a = Request('a', prompt, max_tokens=max_tokens)
     eng.add_request(a)

@@ -6,13 +6,15 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/gdn_decode_detection_experimen
 
 # %% auto #0
 __all__ = ['SETTINGS', 'NO_SPEC', 'ARMS', 'KS', 'RULES', 'SETTING_NAMES', 'NUM_PROMPTS', 'PROMPT_LEN', 'FULL', 'SEED_FIGURE',
-           'NOTES', 'first_decode_step', 'WrongPathRows', 'serve_rule', 'rule_rows', 'verdict', 'triggers', 'run']
+           'NOTES', 'first_decode_step', 'RowsTakenRunner', 'WrongPathRows', 'serve_rule', 'rule_rows', 'verdict',
+           'triggers', 'run']
 
 # %% ../../nbs/55_gdn_decode_detection_experiment.ipynb #032cfd62
 import torch
 from ..config import Fixes
 from ..contracts import rows as row_rules
 from ..engine.llm_engine import LLMEngine, StepObserver
+from ..engine.runner import ModelRunner
 from ..model.drafters import load_model, model_prompts
 from .common import (ExperimentResult, Arm, arms, serve, torch_threads, sweep, SILENT, check_device,
                                              check_transport, match_summary, STANDALONE, differing, paired_diff)
@@ -45,16 +47,24 @@ SETTINGS = {  # name: (max_model_len over the prompt, or None for the default; m
     'runs into max_model_len': (64, 96),
 }
 
+class RowsTakenRunner(ModelRunner):
+    "The model runner, keeping the GDN path it took for each row (`rows_taken`: `(request id, prefill?)`), whatever rule or code it runs."
+    def __init__(self, *args, **kw): super().__init__(*args, **kw); self.rows_taken = []
+    def _gdn_rows(self, reqs:list, num_scheduled:list, num_draft:list)->list:
+        prefill = super()._gdn_rows(reqs, num_scheduled, num_draft)
+        self.rows_taken += [(r.req_id, p) for r, p in zip(reqs, prefill)]
+        return prefill
+
 class WrongPathRows(StepObserver):
-    "Counts, on the decode engine, the rows its runner sent down the wrong GDN path: the path the runner took (read from it) against the contract's truth."
+    "Counts, on the decode engine (built with `RowsTakenRunner`), the rows its runner sent down the wrong GDN path: the path the runner took against the contract's truth."
     def __init__(self, engine:LLMEngine):
         super().__init__(); self.engine, self.count, self.need = engine, 0, {}
-        took = engine.runner._gdn_rows  # the runner's own classification, whatever rule or code it runs
-        def watched(reqs, num_scheduled, num_draft):
-            prefill = took(reqs, num_scheduled, num_draft)
-            self.count += sum(1 for r, p in zip(reqs, prefill) if self.need.get(r.req_id) == ('spec' if p else 'prefill'))
-            return prefill
-        engine.runner._gdn_rows = watched
+
+    def after_execute(self, scheduler_output, model_runner_output):
+        "Count this step's rows the runner took down the path they do not need."
+        taken = self.engine.runner.rows_taken
+        self.count += sum(1 for rid, prefill in taken if self.need.get(rid) == ('spec' if prefill else 'prefill'))
+        taken.clear()
 
     def on_schedule(self, scheduler_output):
         "The path each row needs (before the runner runs it): spec decode for drafts run before the prompt is computed or a decode after accepted drafts; prefill with nothing computed."
@@ -81,17 +91,18 @@ def serve_rule(k:int, # MTP drafts per step
     extra, max_tokens = SETTINGS[setting]
     s = serve(arm, model, prompts, method=None if arm is NO_SPEC else 'mtp', k=k, max_tokens=max_tokens, device=device, transport=transport,
               scheduler={} if extra is None else dict(max_model_len=max(map(len, prompts)) + extra),
-              observers=(lambda engines: [WrongPathRows(engines[-1])]) if arm.pd else None)
+              observers=(lambda engines: [WrongPathRows(engines[-1])]) if arm.pd else None,
+              **(dict(decode_kw=dict(runner=RowsTakenRunner)) if arm.pd else {}))
     return dict(outputs=s.outputs, wrong_path_rows=s.observers[0].count if arm.pd else 0)
 
 # %% ../../nbs/55_gdn_decode_detection_experiment.ipynb #71b637e4
 ARMS = arms(  # the decode engine's row rule (`gdn_rule`), the scheduler's placeholder padding (#45237), the kernel guard
-    Arm('main #45237..#47466', role='legacy', engine=dict(gdn_rule='0.24.0'), label='main between #45237 and #47466 (0.24.0 rule + padding)'),
-    Arm('0.24.0', Fixes().off('kernel_guard'), 'legacy', engine=dict(gdn_rule='0.24.0'), scheduler=dict(pad_spec_decode=False),
+    Arm('main #45237..#47466', role='legacy', runner=dict(gdn_rule='0.24.0'), label='main between #45237 and #47466 (0.24.0 rule + padding)'),
+    Arm('0.24.0', Fixes().off('kernel_guard'), 'legacy', runner=dict(gdn_rule='0.24.0'), scheduler=dict(pad_spec_decode=False),
         label='0.24.0 (its rule, its kernel, no placeholder padding)'),
-    Arm('0.27.1', role='legacy', engine=dict(gdn_rule='0.27.1'), label='0.27.1 with MoRI-IO (has #47466; lacks the zero-draft row fix)'),
-    Arm('0.33.0 V1', engine=dict(gdn_rule='0.33.0 V1'), label='0.33.0, model runner V1 (removed in 0.34.0)'),
-    Arm('0.33.0 V2', engine=dict(gdn_rule='0.33.0 V2'), label='0.34.0, model runner V2 (the row rule as in 0.33.0)'),
+    Arm('0.27.1', role='legacy', runner=dict(gdn_rule='0.27.1'), label='0.27.1 with MoRI-IO (has #47466; lacks the zero-draft row fix)'),
+    Arm('0.33.0 V1', runner=dict(gdn_rule='0.33.0 V1'), label='0.33.0, model runner V1 (removed in 0.34.0)'),
+    Arm('0.33.0 V2', runner=dict(gdn_rule='0.33.0 V2'), label='0.34.0, model runner V2 (the row rule as in 0.33.0)'),
 )
 KS, RULES, SETTING_NAMES, NUM_PROMPTS, PROMPT_LEN = (1,), ('main #45237..#47466', '0.24.0', '0.27.1', '0.33.0 V2'), tuple(SETTINGS), 8, 64
 FULL = dict(ks=(1, 2, 3, 4), rules=tuple(ARMS), settings=tuple(SETTINGS), num_prompts=16, prompt_len=128)
@@ -110,7 +121,7 @@ def rule_rows(ks=KS, rules=RULES, settings=SETTING_NAMES, num_prompts:int=NUM_PR
                 arm = ARMS[name]
                 r = serve_rule(k, prompts, setting, arm, model, device, transport)
                 bar.update()
-                out.append(dict(setting=setting, k=k, arm=name, rule=arm.engine['gdn_rule'], padding=arm.scheduler.get('pad_spec_decode', True),
+                out.append(dict(setting=setting, k=k, arm=name, rule=arm.runner['gdn_rule'], padding=arm.scheduler.get('pad_spec_decode', True),
                                 guard=arm.fixes.kernel_guard, label=arm.label,
                                 requests=len(prompts), tokens=min(map(len, ref)),
                                 **match_summary(r['outputs'], ref), wrong_path_rows=r['wrong_path_rows'],

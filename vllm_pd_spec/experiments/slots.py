@@ -94,8 +94,8 @@ def stream_case(k:int, # DFlash drafts per step
     cfg = make_config('dflash', k, fixes=fixes, block_size=block_size, model=model,
                       scheduler_config=SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=256),
                       cache_config=CacheConfig(num_gpu_blocks=num_blocks))
-    eng = LLMEngine(cfg, model, device=device, dtype=next(model.parameters()).dtype)
-    eng.runner.slot_checker = stray = StrayWrites(eng)
+    eng = LLMEngine(cfg, model, device=device, dtype=next(model.parameters()).dtype, slot_checker=StrayWrites)
+    stray = eng.runner.slot_checker
     log = eng.add_observer(StreamLog(stray, block_size))
     ids = [f'r{i}' for i in range(len(prompts))]
     for rid, p in zip(ids, prompts): eng.add_request(Request(rid, p, max_tokens=max_tokens))

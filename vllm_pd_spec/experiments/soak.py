@@ -16,7 +16,7 @@ import torch
 from ..config import make_kv_transfer_params, check, check_choice, check_output_path, SchedulerConfig, CacheConfig
 from ..engine.llm_engine import EngineDeadError, LLMEngine, make_config
 from ..engine.request import Request
-from ..engine.transport import LocalTransport, digest
+from ..engine.transport import LocalTransport, PDConnectorWorker, digest
 from ..engine.nixl_pd import build_toy_engine, run_standalone
 from ..model.drafters import load_model, model_prompts
 from .common import save_run, load_run, runs_dir, check_transport
@@ -80,13 +80,14 @@ def soak_configs(model:str='text', # one of `SOAK_MODELS`
 SOAK_LIMITS = dict(block_size=4, max_model_len=256, p_budget=256, d_budget=64, d_chunk=32, max_num_seqs=16)  # the text engines' sizes
 
 def _text_engine(role:str, transport, model, method:str|None, k:int, num_blocks:int, budget:int,
-                 prefix_caching:bool=True, max_num_seqs:int=SOAK_LIMITS['max_num_seqs'], chunk:int=0)->LLMEngine:
-    "A float64 engine of the text `model` (a loaded `SpecModel`); `chunk`: its `long_prefill_token_threshold`."
+                 prefix_caching:bool=True, max_num_seqs:int=SOAK_LIMITS['max_num_seqs'], chunk:int=0, history:int=64)->LLMEngine:
+    "A float64 engine of the text `model` (a loaded `SpecModel`); `chunk`: its `long_prefill_token_threshold`; `history`: the reads its worker keeps."
     sc = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_num_seqs, max_model_len=SOAK_LIMITS['max_model_len'],
                          long_prefill_token_threshold=chunk)
     vc = make_config(method, max(k, 1), role, model=model, block_size=SOAK_LIMITS['block_size'], scheduler_config=sc,
                      cache_config=CacheConfig(num_gpu_blocks=num_blocks, enable_prefix_caching=prefix_caching))
-    return LLMEngine(vc, model, transport=transport, dtype=torch.float64)
+    worker = PDConnectorWorker(f'{role}-0', transport, history=history) if transport is not None else None
+    return LLMEngine(vc, model, transport=transport, dtype=torch.float64, worker=worker)
 
 class Oracle:
     "The reference: a standalone engine per text model, no drafter, prefix caching off, float64 (the toy: `run_standalone`, fresh per burst)."
@@ -116,8 +117,8 @@ def _pair(config:tuple, transport, oracle:Oracle, d_blocks:int, p_blocks:int)->t
     if name == 'toy': return build_toy_engine('prefill', transport, p_blocks), build_toy_engine('decode', transport, d_blocks)
     m = oracle.model(name)
     P = _text_engine('prefill', transport, m, method, k, p_blocks, SOAK_LIMITS['p_budget'])
-    D = _text_engine('decode', transport, m, method, k, d_blocks, SOAK_LIMITS['d_budget'], chunk=SOAK_LIMITS['d_chunk'])
-    D.worker.history = 8  # the last reads kept (with their states): full within a round, so memory is flat after warm-up
+    D = _text_engine('decode', transport, m, method, k, d_blocks, SOAK_LIMITS['d_budget'], chunk=SOAK_LIMITS['d_chunk'],
+                     history=8)  # the last reads kept (with their states): full within a round, so memory is flat after warm-up
     return P, D
 
 def _prompt_source(name:str, rng:random.Random, oracle:Oracle)->tuple:

@@ -9,7 +9,7 @@ __all__ = ['FORMS', 'QUICK', 'FULL', 'burst', 'run']
 
 # %% ../../nbs/59e_waiting_queue_experiment.ipynb #5dd27c45
 import random, time, torch
-from ..config import CacheConfig, make_kv_transfer_params
+from ..config import CacheConfig, SchedulerConfig, make_kv_transfer_params
 from ..engine.llm_engine import LLMEngine, make_config
 from ..engine.request import Request
 from ..engine.transport import LocalTransport
@@ -36,8 +36,9 @@ def burst(form:str, # a key of `FORMS`
     prompts = [[rng.randrange(1, V) for _ in range(rng.randint(*prompt_len))] for _ in range(num_requests)]
     t = LocalTransport()
     P = LLMEngine(make_config('mtp', 3, 'prefill', model=model, cache_config=CacheConfig(num_gpu_blocks=1024)), model, transport=t, dtype=dtype)
-    D = LLMEngine(make_config('mtp', 3, 'decode', model=model, cache_config=CacheConfig(num_gpu_blocks=num_blocks)), model, transport=t, dtype=dtype)
-    D.scheduler.kv_holding_first, D.scheduler.reserve_spec_step_blocks = holding_first, margin
+    D = LLMEngine(make_config('mtp', 3, 'decode', model=model, cache_config=CacheConfig(num_gpu_blocks=num_blocks),
+                              scheduler_config=SchedulerConfig(kv_holding_first=holding_first, reserve_spec_step_blocks=margin)),
+                  model, transport=t, dtype=dtype)
     for i, p in enumerate(prompts):
         P.add_request(Request(f'r{i}', p, max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
     sent, idle, stalled, t0 = set(), 0, False, time.perf_counter()

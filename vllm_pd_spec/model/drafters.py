@@ -133,7 +133,7 @@ class ConvDraftLayer(nn.Module):
         v = short_conv(A.wv(a), self.conv[1], ckv[1], positions, meta).view(sh)
         q, k = rope(A.wq(a).view(sh), positions, A.theta), rope(k, positions, A.theta)
         write_kv(cache.kv[A.name], k, v, meta.slot_mapping)
-        x = x + short_conv(A.wo(paged_attention(q, cache.kv[A.name], positions, meta, self.gap).flatten(-2)), self.conv[2], cout[0], positions, meta)
+        x = x + short_conv(A.wo(paged_attention(q, cache.kv[A.name], positions, meta, cache.paged_attention, self.gap).flatten(-2)), self.conv[2], cout[0], positions, meta)
         return self.norm(x + short_conv(self.mlp(self.n2(x)), self.conv[3], cout[1], positions, meta))
 
 class ConvMTPDrafter(MTPDrafter):
@@ -168,7 +168,7 @@ class DFlashLayer(nn.Module):
     def paged(self, x, positions, meta, cache):
         q, k, v = self.attn.qkv(self.n1(x), positions)
         write_kv(cache.kv[self.attn.name], k, v, meta.slot_mapping)
-        x = x + self.attn.wo(paged_attention(q, cache.kv[self.attn.name], positions, meta).flatten(-2))
+        x = x + self.attn.wo(paged_attention(q, cache.kv[self.attn.name], positions, meta, cache.paged_attention).flatten(-2))
         return x + self.mlp(self.n2(x))
 
 class DFlashDrafter(nn.Module):
@@ -221,11 +221,12 @@ class SpecModel(nn.Module):
         self.mtp = ConvMTPDrafter(args, mtp_kernel, mtp_gap) if mtp_kernel else MTPDrafter(args)
     def attn_layers(self)->list:
         return self.target.attn_layers() + self.mtp.attn_layers() + self.eagle.attn_layers() + self.dflash.attn_layers()
-    def make_cache(self, num_blocks:int, block_size:int, max_reqs:int=8, num_spec:int=0, dtype=None, device=None)->ModelCache:
-        "A cache for the target and every drafter, in the model's dtype and device unless given."
+    def make_cache(self, num_blocks:int, block_size:int, max_reqs:int=8, num_spec:int=0, dtype=None, device=None,
+                   paged_attention:str|None=None)->ModelCache:
+        "A cache for the target and every drafter, in the model's dtype and device unless given; `paged_attention`: how attention reads it."
         p = next(self.parameters())
         return ModelCache(self.attn_layers(), self.target.gdn_layers(), self.args, num_blocks, block_size, max_reqs, num_spec,
-                          dtype or p.dtype, device or p.device)
+                          dtype or p.dtype, device or p.device, paged_attention)
 
 def args_from_json(s:str)->ModelArgs:
     "The `ModelArgs` written by `json.dumps(asdict(args))`."
