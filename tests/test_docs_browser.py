@@ -191,7 +191,7 @@ def test_phone_width_pages_fit(server, browser):
     """At 390 px the page itself never scrolls sideways (a wide table or diagram scrolls inside its own box), no code block
     scrolls and no table cell breaks a word or a number."""
     tab = browser.tab(390, 844)
-    for nb in ('index.ipynb', '90_pd_meets_spec.ipynb', '02_prefill_backoff.ipynb', '92_findings.ipynb', '79_explain.ipynb'):
+    for nb in ('index.ipynb', '90_pd_meets_spec.ipynb', '95b_fix2_prefill_backoff.ipynb', '92_findings.ipynb', '79_explain.ipynb'):
         tab.goto(f'{server}/{page_for(nb)}', settle=0.1)
         s = tab.eval(MEASURE)
         assert s['page'] <= s['viewport'], nb

@@ -130,10 +130,12 @@ def test_nav_is_one_map_then_floors():
     "A deployer's path, the six fixes' pages and beyond the six by name (`NAV`); every other notebook by its floor."
     assert prep_docs.section('92_findings.ipynb') == prep_docs.section('79_explain.ipynb') == prep_docs.section('72_audit.ipynb') \
         == prep_docs.section('71_plugin.ipynb') == prep_docs.section('91_glossary.ipynb') == 'If you deploy P/D with a drafter'
-    assert prep_docs.section('01_lookahead.ipynb') == prep_docs.section('20_triton_kernel_guard.ipynb') == 'The six fixes'
+    assert prep_docs.section('95a_fix1_lookahead.ipynb') == prep_docs.section('95f_fix6_kernel_guard.ipynb') == 'The six fixes'
     assert prep_docs.section('90_pd_meets_spec.ipynb') == 'The six fixes'
-    assert prep_docs.section('09a_draft_groups.ipynb') == 'Beyond the six'
+    assert prep_docs.section('96a_beyond_draft_groups.ipynb') == 'Beyond the six'
     assert prep_docs.section('00_config.ipynb') == prep_docs.section('06_guard_contract.ipynb') == 'Config and contracts'
+    assert prep_docs.section('01_lookahead.ipynb') == prep_docs.section('09a_draft_groups.ipynb') == 'Config and contracts'  # contract pages
+    assert prep_docs.section('20_triton_kernel_guard.ipynb') == 'Kernels'
     assert prep_docs.section('13_model.ipynb') == 'Model' and prep_docs.section('24_kernel_bench.ipynb') == 'Kernels'
     assert prep_docs.section('34_engine_scheduler.ipynb') == prep_docs.section('36_runner.ipynb') == 'Engine'
     assert prep_docs.section('51_lookahead_experiment.ipynb') == prep_docs.section('61_soak.ipynb') == 'Experiments'

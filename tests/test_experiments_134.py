@@ -121,4 +121,4 @@ def test_reproduce_script(tmp_path):
     assert r.returncode == 0, r.stderr
     (x,) = json.loads(out.read_text())
     assert x['fix'] == 3 and FIELDS <= set(x) and x['invariant_holds'] and x['legacy_consequence_seen'] and x['device'] == 'cpu'
-    assert (x['legacy_label'], x['fixed_label']) == ('0.27.1 (NIXL, Mooncake)', '0.34.0') and '| [3](03_truncation_ordering.ipynb)' in r.stdout
+    assert (x['legacy_label'], x['fixed_label']) == ('0.27.1 (NIXL, Mooncake)', '0.34.0') and '| [3](95c_fix3_truncation_ordering.ipynb)' in r.stdout

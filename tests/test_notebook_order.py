@@ -6,16 +6,9 @@ the CLI (8x), and the reader's pages without a module (9x) (tools/renumber.py ho
 module is its `#| default_exp`; its imports are every `import vllm_pd_spec...` / `from vllm_pd_spec... import`
 in any code cell, exported or not.
 
-The rule:
-- An exported cell never imports a module whose notebook comes later: the package's own order. No exception.
-- A non-exported cell neither, with two named exceptions:
-  1. The reader's pages: a fix's page (and each page beyond the six) is at once a contract's home, which the
-     engine imports, so it keeps its early number, and the page the site shows first for that fix, whose
-     "In short" head and results sections show the experiment's measured result (the experiment, its kit,
-     explain, reproduce, the CLI). Those pages are the site's `NAV` sections 'The six fixes' and 'Beyond the
-     six' (tools/prep_docs.py): in non-exported cells they may import any later module.
-  2. `LOOKS_AHEAD`: a few cells elsewhere that show the module at work with a later one (a trained model, the
-     CLI, a table renderer), each named with its reason. An entry that no longer looks ahead fails the test.
+The rule, without exceptions: no cell imports a module whose notebook comes later, exported or not. A fix's contract
+page (0x) holds its contract, examples and checks; the page a reader reads for the fix (the "In short" box, the
+experiment's results, what upstream does today) is a reader's page on the 9x floor, which may import anything before it.
 """
 import ast, json, re, sys
 from pathlib import Path
@@ -27,19 +20,6 @@ import prep_docs  # noqa: E402
 
 NBS = sorted((ROOT/'nbs').glob('*.ipynb'))
 PKG = 'vllm_pd_spec'
-
-LOOKS_AHEAD = {  # page (notebook name without number) -> {later module it may import in a non-exported cell: why}
-    'gated_delta_rule': {'model.drafters': "the shipped models' GDN layers, checked against the reference",
-                         'model.train_text': 'the saved training runs'},
-    'task': {'model.drafters': 'a shipped model on the task', 'engine.llm_engine': 'the task served by the engine'},
-    'model': {'model.drafters': 'a shipped model loaded to show the forward pass'},
-    'kernel_bench': {'cli': 'the `kernel-bench` command'},
-    'explain': {'cli': 'the `explain` command'},
-}
-
-def reader_pages():
-    "The pages of the site's 'The six fixes' and 'Beyond the six' sections."
-    return {p for s, pages in prep_docs.NAV if s in ('The six fixes', 'Beyond the six') for p in pages}
 
 def _cells(nb):
     for c in json.loads(nb.read_text())['cells']:
@@ -97,19 +77,12 @@ def test_no_exported_cell_imports_a_later_notebook():
     assert bad == {}, f'exported cells that import a module whose notebook comes later (renumber, see tools/renumber.py): {bad}'
 
 def test_no_notebook_imports_a_later_notebook():
-    readers, bad = reader_pages(), {}
-    for nb, es in graph().items():
-        page = prep_docs.page_stem(nb)
-        if page in readers: continue
-        ok = LOOKS_AHEAD.get(page, {})
-        later = sorted(f'{m} ({home})' for home, m, exported in es if exported or m not in ok)
-        if later: bad[nb] = later
-    assert bad == {}, f'notebooks that import a module whose notebook comes later: {bad}'
+    bad = {nb: sorted(f'{m} ({home})' for home, m, _ in es) for nb, es in graph().items()}
+    assert bad == {}, f'notebooks that import a module whose notebook comes later (move the cell to a later page): {bad}'
 
-def test_looks_ahead_entries_are_current():
-    "Each allowance still names a later module that its notebook imports (else remove it): the list cannot rot."
-    found = {(prep_docs.page_stem(nb), m) for nb, es in graph().items() for _, m, _ in es}
-    stale = sorted((p, m) for p, ms in LOOKS_AHEAD.items() for m in ms if (p, m) not in found)
-    assert stale == [], f'LOOKS_AHEAD entries that no longer look ahead: {stale}'
-    pages = {prep_docs.page_stem(nb.name) for nb in NBS}
-    assert reader_pages() <= pages, f'reader pages without a notebook: {sorted(reader_pages() - pages)}'
+def test_the_nav_lists_readers_pages():
+    "The site's 'The six fixes' and 'Beyond the six' sections list pages on the reader's floor (9x), never a contract's page."
+    readers = {p for s, pages in prep_docs.NAV if s in ('The six fixes', 'Beyond the six') for p in pages}
+    floors = {prep_docs.page_stem(nb.name): nb.name[0] for nb in NBS}
+    assert readers <= set(floors), f'reader pages without a notebook: {sorted(readers - set(floors))}'
+    assert {p: floors[p] for p in readers if floors[p] != '9'} == {}

@@ -17,7 +17,7 @@ def test_cuda_runs_every_fix(monkeypatch, capsys, tmp_path):
     out = capsys.readouterr().out
     assert rc == 0 and asked == {1: 'cpu', 2: 'cuda', 3: 'cpu', 4: 'cuda', 5: 'cuda', 6: 'cuda'}
     rows = {line.split('|')[1].strip(): line for line in out.splitlines() if line.startswith('| [')}
-    assert 'Ran on cpu (runs on the CPU only' in rows['[1](01_lookahead.ipynb)'] and 'Ran on cpu (no model runs' in rows['[3](03_truncation_ordering.ipynb)']
+    assert 'Ran on cpu (runs on the CPU only' in rows['[1](95a_fix1_lookahead.ipynb)'] and 'Ran on cpu (no model runs' in rows['[3](95c_fix3_truncation_ordering.ipynb)']
     assert not any('Ran on' in rows[f'[{f}]({R.FIX_PAGES[f][0]})'] for f in (2, 4, 5, 6))
 
 def test_cpu_rows_say_nothing_extra(monkeypatch, capsys):

@@ -15,13 +15,14 @@ The floors, in reading order (the number's first digit names the floor):
 
     0x  the registry, config, plotting, the contracts (fixes 1-6, then the four beyond the six and the waiting queue)
     1x  model (corpus, task, GDN, model, drafters, training)
-    2x  kernels (fix 6's page is the home of `kernels.combine`)
+    2x  kernels (fix 6's kernel, `kernels.combine`, and its kin)
     3x  engine (request ... scheduler, transport, runner, LLM engine, KV groups, offload, state exchange, NIXL)
     4x  experiments' kit (common, beyond kit), the experiments' figures
     5x  experiments (5N: fix N's experiment; 59a-59e: beyond the six), 6x: the other runs (model gates, soak)
     7x  audit, plugin, explain
     8x  CLI
-    9x  reader's pages without a module (overview, glossary, findings, use)
+    9x  reader's pages without a module (overview, glossary, findings, use; 95a-95f: the six fixes' pages, 96a-96f: the
+        pages beyond the six, each after everything it imports; their contracts keep their 0x pages)
 
 A notebook's name after its number stays the same, so its page keeps its address (nbdev drops the number:
 `36_runner.ipynb` -> `runner.html`). The script is idempotent: a mapped notebook that is already renamed or no
@@ -102,6 +103,7 @@ MAPPING = {  # old notebook name -> new (without .ipynb); identity entries are n
     '09i_draft_accounting_experiment': '59c_draft_accounting_experiment',
     '09j_connector_lookup_experiment': '59d_connector_lookup_experiment',
     '09l_waiting_queue_experiment': '59e_waiting_queue_experiment',
+    '59f_lookahead_hashes_experiment': '59f_lookahead_hashes_experiment',
     '24b_model_gates': '60_model_gates',
     '92_soak': '61_soak',
     # 7x: audit, plugin, explain
@@ -113,6 +115,7 @@ MAPPING = {  # old notebook name -> new (without .ipynb); identity entries are n
     '07d_audit_probes_connectors': '75_audit_probes_connectors',
     '07f_audit_probes_speculator': '76_audit_probes_speculator',
     '09e_audit_probes_beyond': '77_audit_probes_beyond',
+    '77a_audit_probes_transfer': '77a_audit_probes_transfer',
     '77b_audit_probes_hashes': '77b_audit_probes_hashes',
     '08a_vllm_args': '78_vllm_args',
     '08_explain': '79_explain',
@@ -123,6 +126,19 @@ MAPPING = {  # old notebook name -> new (without .ipynb); identity entries are n
     '41_glossary': '91_glossary',
     '42_findings': '92_findings',
     '91_use': '93_use',
+    '94_vllm_itself': '94_vllm_itself',
+    '95a_fix1_lookahead': '95a_fix1_lookahead',
+    '95b_fix2_prefill_backoff': '95b_fix2_prefill_backoff',
+    '95c_fix3_truncation_ordering': '95c_fix3_truncation_ordering',
+    '95d_fix4_dflash_slots': '95d_fix4_dflash_slots',
+    '95e_fix5_gdn_decode_detection': '95e_fix5_gdn_decode_detection',
+    '95f_fix6_kernel_guard': '95f_fix6_kernel_guard',
+    '96a_beyond_draft_groups': '96a_beyond_draft_groups',
+    '96b_beyond_state_slots': '96b_beyond_state_slots',
+    '96c_beyond_draft_accounting': '96c_beyond_draft_accounting',
+    '96d_beyond_connector_lookup': '96d_beyond_connector_lookup',
+    '96e_beyond_waiting_queue': '96e_beyond_waiting_queue',
+    '96f_beyond_lookahead_hashes': '96f_beyond_lookahead_hashes',
 }
 UNNUMBERED = {'index'}  # notebooks that are no part of the order
 

@@ -21,7 +21,7 @@ class Entry:
     title:str # its page's title on the site (the page notebook's heading)
     contract:str # the module of its contract, fixed and legacy forms
     experiment:str # the module of its experiment, fix off and on
-    pages:tuple # its page notebooks under `nbs/`, its own page first (the site's nav lists them in this order)
+    pages:tuple # its page notebooks under `nbs/`: the reader's page (the site's nav lists it), then the contract's page
     bug:str # the bug in one line
     switch:str|None=None # its switch in `config.Fixes` (None: a contract beyond the six)
     labels:tuple|None=None # (legacy, fixed): the code each arm of its experiment ran, where the result names neither
@@ -33,52 +33,52 @@ _C, _E = 'vllm_pd_spec.contracts.', 'vllm_pd_spec.experiments.'
 
 ENTRIES = (
     Entry(1, 'lookahead contract', audit='lookahead', title='Fix 1: one lookahead for every consumer',
-          contract=_C + 'lookahead', experiment=_E + 'lookahead', pages=('01_lookahead.ipynb',), switch='lookahead_contract',
+          contract=_C + 'lookahead', experiment=_E + 'lookahead', pages=('95a_fix1_lookahead.ipynb', '01_lookahead.ipynb'), switch='lookahead_contract',
           bug="each consumer of the drafter's prefill lookahead derives its own number; for multi-module MTP they drift",
           seed="none: #55055's benchmark measures the backoff (fix 2)"),
     Entry(2, 'prefill backoff', audit='backoff', title='Fix 2: the prefill backoff',
-          contract=_C + 'backoff', experiment=_E + 'backoff', pages=('02_prefill_backoff.ipynb',), switch='prefill_backoff',
+          contract=_C + 'backoff', experiment=_E + 'backoff', pages=('95b_fix2_prefill_backoff.ipynb', '02_prefill_backoff.ipynb'), switch='prefill_backoff',
           bug='P computes and ships prompt positions whose multi-module MTP KV embeds unverified drafts; D never repairs them',
           labels=('0.27.1', '0.34.0 (NIXL)'), seed_direction='higher',
           seed="1.089: mean acceptance length on P/D before #55055, the PR's benchmark (one model, one batch size)"),
     Entry(3, 'truncation ordering', audit='ordering', title='Fix 3: truncate before the prefix lookup',
-          contract=_C + 'ordering', experiment=_E + 'ordering', pages=('03_truncation_ordering.ipynb',), switch='truncation_ordering',
+          contract=_C + 'ordering', experiment=_E + 'ordering', pages=('95c_fix3_truncation_ordering.ipynb', '03_truncation_ordering.ipynb'), switch='truncation_ordering',
           bug='P truncates the prompt after the prefix lookup: num_new_tokens == 0 and the assertion kills the engine core',
           labels=('0.27.1 (NIXL, Mooncake)', '0.34.0'), seed='none: #53514 and #53706 report the crash, not a rate'),
     Entry(4, 'DFlash slots', audit='slots', title="Fix 4: DFlash's lookahead slots",
-          contract=_C + 'slots', experiment=_E + 'slots', pages=('04_dflash_slots.ipynb',), switch='dflash_slots',
+          contract=_C + 'slots', experiment=_E + 'slots', pages=('95d_fix4_dflash_slots.ipynb', '04_dflash_slots.ipynb'), switch='dflash_slots',
           bug='DFlash writes KV one position past its allocation', seed='none: #43733 reports a crash, not a rate'),
     Entry(5, 'GDN decode detection', audit='rows', title='Fix 5: which rows are spec-decode rows',
-          contract=_C + 'rows', experiment=_E + 'rows', pages=('05_gdn_decode_detection.ipynb',), switch='gdn_decode_detection',
+          contract=_C + 'rows', experiment=_E + 'rows', pages=('95e_fix5_gdn_decode_detection.ipynb', '05_gdn_decode_detection.ipynb'), switch='gdn_decode_detection',
           bug="D runs the prompt's last token as a decode row: the GDN state starts from the wrong token", seed_direction='higher',
           seed='GSM8K 0.32 standalone, 0.15-0.19 on P/D before #47466 (Qwen3.5-0.8B, MTP, concurrency > 1): main between #45237 '
                "and #47466 (0.24.0's row rule + #45237's placeholder padding, no kernel guard), not a release"),
     Entry(6, 'kernel guard', audit='guard', title="Fix 6: the input-assembly kernel's prompt-tail guard",
-          contract=_C + 'guard', experiment=_E + 'guard', pages=('20_triton_kernel_guard.ipynb',), switch='kernel_guard',
+          contract=_C + 'guard', experiment=_E + 'guard', pages=('95f_fix6_kernel_guard.ipynb', '06_guard_contract.ipynb', '20_triton_kernel_guard.ipynb'), switch='kernel_guard',
           bug='the input-assembly kernel writes the last sampled token over prompt token x_N', seed_direction='higher',
           seed="the same GSM8K drop as fix 5, on the same main-branch stretch (main between #45237's padding and #47466, which "
                "added the guard; both first released in 0.25.0); the seed's PR carries both the row rule and this guard"),
     Entry(7, 'draft groups', audit='draft groups', title='Drafter groups and the transfer set',
-          contract=_C + 'draft_groups', experiment=_E + 'draft_groups', pages=('09a_draft_groups.ipynb',),
+          contract=_C + 'draft_groups', experiment=_E + 'draft_groups', pages=('96a_beyond_draft_groups.ipynb', '09a_draft_groups.ipynb'),
           bug="each consumer derives the drafter's KV groups its own way: a flagged GDN group vetoes every prefix hit, "
               "and D may never receive the drafter's group"),
     Entry(8, 'state slots', audit='state slots', title='Mamba state slots in the exchange',
-          contract=_C + 'state_slots', experiment=_E + 'state_slots', pages=('09b_state_slots.ipynb',),
+          contract=_C + 'state_slots', experiment=_E + 'state_slots', pages=('96b_beyond_state_slots.ipynb', '09b_state_slots.ipynb'),
           bug="P and D pair Mamba state slots by position, scratch slots included: D's running GDN state is not P's"),
     Entry(9, 'draft accounting', audit='draft accounting', title='Draft tokens are never computed tokens',
-          contract=_C + 'draft_accounting', experiment=_E + 'draft_accounting', pages=('09c_draft_accounting.ipynb',),
+          contract=_C + 'draft_accounting', experiment=_E + 'draft_accounting', pages=('96c_beyond_draft_accounting.ipynb', '09c_draft_accounting.ipynb'),
           bug='a connector counts placeholder draft tokens as computed: it saves past the block hashes, or loads a block it pruned'),
     Entry(10, 'connector lookup', audit='connector lookup', title='The connector path equals the plain path',
-          contract=_C + 'connector_lookup', experiment=_E + 'connector_lookup', pages=('09d_connector_lookup.ipynb',),
+          contract=_C + 'connector_lookup', experiment=_E + 'connector_lookup', pages=('96d_beyond_connector_lookup.ipynb', '09d_connector_lookup.ipynb'),
           bug='attaching a connector moves the prefix-cache boundary: a request resumes where no GDN state is cached, '
               'or drops a block its method never needed to drop'),
     Entry(11, 'waiting queue', audit='waiting queue', title='A load that holds blocks is never stranded',
-          contract=_C + 'waiting_queue', experiment=_E + 'waiting_queue', pages=('09e_waiting_queue.ipynb',),
+          contract=_C + 'waiting_queue', experiment=_E + 'waiting_queue', pages=('96e_beyond_waiting_queue.ipynb', '09e_waiting_queue.ipynb'),
           bug="D's waiting scan stops at a request that cannot allocate, with loaded requests holding blocks behind it: "
               'the engine stalls'),
     Entry(12, 'lookahead hashes', audit='lookahead hashes', title='Lookahead block hashes',
           contract=_C + 'lookahead_hashes', experiment=_E + 'lookahead_hashes',
-          pages=('09f_lookahead_hashes.ipynb', '59f_lookahead_hashes_experiment.ipynb'),
+          pages=('96f_beyond_lookahead_hashes.ipynb', '09f_lookahead_hashes.ipynb', '59f_lookahead_hashes_experiment.ipynb'),
           bug="a prefix hit reuses the drafter's KV at a block's last positions, built from tokens after the block that "
               'the new request need not share'),
 )
@@ -97,7 +97,7 @@ def entry(number:int, # an entry's number
     raise ValueError(f'fix={number!r} is invalid: must be one of {span(e.number for e in _entries(entries))}')
 
 def notebook(number:int, entries:tuple|None=None)->str:
-    "The entry's own page, as the path of its notebook from the repository's root."
+    "The entry's reader's page (the first of its pages), as the path of its notebook from the repository's root."
     return 'nbs/' + entry(number, entries).pages[0]
 
 def audit_prefix(number:int, entries:tuple|None=None)->str:
@@ -142,10 +142,10 @@ def seed_directions(entries:tuple|None=None)->dict:
     return {e.number: e.seed_direction for e in fixes(entries) if e.seed_direction}
 
 def page_titles(entries:tuple|None=None)->dict:
-    "`{notebook: title}` of every entry's own page, the notebook as `explain` names it: `explain.PAGES`."
+    "`{notebook: title}` of every entry's reader's page, the notebook as `explain` names it: `explain.PAGES`."
     return {'nbs/' + e.pages[0]: e.title for e in sorted(_entries(entries), key=lambda e: e.number)}
 
 def nav_pages(entries:tuple|None=None)->tuple:
-    "`(the fixes' pages, the pages beyond the six)`, notebooks in the site's nav order (`tools/prep_docs.py`'s `NAV`)."
+    "`(the fixes' reader pages, the reader pages beyond the six)`, notebooks in the site's nav order (`tools/prep_docs.py`'s `NAV`)."
     beyond = sorted((e for e in _entries(entries) if not e.switch), key=lambda e: e.number)
-    return [nb for e in fixes(entries) for nb in e.pages], [nb for e in beyond for nb in e.pages]
+    return [e.pages[0] for e in fixes(entries)], [e.pages[0] for e in beyond]

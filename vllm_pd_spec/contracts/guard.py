@@ -1,4 +1,4 @@
-"""`writes_last_sampled`, fixed and legacy: the decision the input-assembly kernel makes for each batch row. Fix 6's page, [the input-assembly kernel's prompt-tail guard](20_triton_kernel_guard.ipynb), runs it in the kernel.
+"""`writes_last_sampled`, fixed and legacy: the decision the input-assembly kernel makes for each batch row. Fix 6's page, [the input-assembly kernel's prompt-tail guard](95f_fix6_kernel_guard.ipynb), tells its story; [the kernel's page](20_triton_kernel_guard.ipynb) runs it in the kernel.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/guard_contract.html.md"""
 
