@@ -843,10 +843,16 @@ def drafter_answers(release:str, # one of `supported_releases()`
     return {nb: (s, t) for nb, (s, t, _) in out.items()}
 
 # %% ../nbs/79_explain.ipynb #fbce1215
-def release_summary(nb:str, # a page notebook, as `HAZARDS` names it: 'nbs/02_prefill_backoff.ipynb'
+def _check_page(nb:str):
+    "Raise, naming `nb`, unless a hazard names it as its page: another notebook would read as affected nowhere."
+    pages = sorted({h[1] for h in HAZARDS.values()})
+    if nb not in pages: raise ValueError(f"nb={nb!r} is invalid: must be a page a hazard names, one of {', '.join(pages)}")
+
+def release_summary(nb:str, # a page notebook, as `HAZARDS` names it: 'nbs/95b_fix2_prefill_backoff.ipynb'
                     plugin:bool=False, # the project's plugin enabled
                    )->str:
     "One sentence: in which saved releases, with which P/D connectors, page `nb`'s hazard is in the legacy form (from `drafter_answers`)."
+    _check_page(nb)
     by = {}
     for rel in supported_releases():
         for c, name in CONNECTOR_NAMES.items():
@@ -859,6 +865,7 @@ def release_summary(nb:str, # a page notebook, as `HAZARDS` names it: 'nbs/02_pr
 def page_remedies(nb:str, # a page notebook, as `HAZARDS` names it
                  )->str:
     "What `explain` tells a deployer to do about page `nb`, per release and connector where it is affected; '' where none is."
+    _check_page(nb)
     by = {}
     for rel in supported_releases():
         for c, name in CONNECTOR_NAMES.items():
