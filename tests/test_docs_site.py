@@ -235,33 +235,33 @@ def test_two_pages_with_different_figures_for_one_run_disagree():
     same = WHERE + 'Requests lost, of 60: **2** legacy (0.27.1) → **0** fixed (0.33.0). What to do. Upgrade.'
     other = same.replace('**2**', '**3**')
     mismatches = lambda pages: check_site.headline_mismatches(check_site.headline_items(pages))
-    assert mismatches({'index.html': _page(tables=[HOME]), 'truncation_ordering.html': _page(same)}) == {}
-    bad = mismatches({'index.html': _page(tables=[HOME]), 'truncation_ordering.html': _page(other)})
-    assert list(bad) == ['index.html + truncation_ordering.html'] and '2 → 0 on index.html; 3 → 0 on truncation_ordering.html' in bad[
-        'index.html + truncation_ordering.html'][0]
+    assert mismatches({'index.html': _page(tables=[HOME]), 'fix3_truncation_ordering.html': _page(same)}) == {}
+    bad = mismatches({'index.html': _page(tables=[HOME]), 'fix3_truncation_ordering.html': _page(other)})
+    assert list(bad) == ['fix3_truncation_ordering.html + index.html'] and '3 → 0 on fix3_truncation_ordering.html; 2 → 0 on index.html' in bad[
+        'fix3_truncation_ordering.html + index.html'][0]
     # the same metric in other words' order is the same metric; the home table's 'Run: ...' is its run label
     reordered = [HOME[0], HOME[1][:4] + ['lost requests, of 60: 2 → 0 (fixed − legacy -2 ± 1). Run: one stream of 60 requests, seed 0']]
-    items = check_site.headline_items({'index.html': _page(tables=[reordered]), 'truncation_ordering.html': _page(other)})
+    items = check_site.headline_items({'index.html': _page(tables=[reordered]), 'fix3_truncation_ordering.html': _page(other)})
     assert [h['run'] for h in items if h['page'] == 'index.html'] == ['one stream of 60 requests, seed 0']
-    assert '2 → 0 on index.html; 3 → 0 on truncation_ordering.html' in mismatches(
-        {'index.html': _page(tables=[reordered]), 'truncation_ordering.html': _page(other)})['index.html + truncation_ordering.html'][0]
+    assert '3 → 0 on fix3_truncation_ordering.html; 2 → 0 on index.html' in mismatches(
+        {'index.html': _page(tables=[reordered]), 'fix3_truncation_ordering.html': _page(other)})['fix3_truncation_ordering.html + index.html'][0]
     # a figure marked with its run (vllm_pd_spec.tables.headline) is told apart from another run's; one without a run
     # label is not, so it is compared with every run's
     marked = lambda run, legacy: dict(fix='3', run=run, metric='requests lost, of 60', legacy=legacy, fixed='0', inShort=True)
     full, quick = 'full run, 60 requests, seed 0', 'quick run, 60 requests, seed 0'
     labelled = [HOME[0], HOME[1][:4] + [HOME[1][4] + f'. Run: {quick}']]
     items = check_site.headline_items({'index.html': _page(tables=[labelled]),
-                                       'truncation_ordering.html': _page(other, [marked(full, '3'), marked(quick, '2')])})
+                                       'fix3_truncation_ordering.html': _page(other, [marked(full, '3'), marked(quick, '2')])})
     assert check_site.headline_mismatches(items) == {} and check_site.unlabelled_headlines(items) == {}
-    items = check_site.headline_items({'index.html': _page(tables=[HOME]), 'truncation_ordering.html': _page(other, [marked(full, '3')])})
+    items = check_site.headline_items({'index.html': _page(tables=[HOME]), 'fix3_truncation_ordering.html': _page(other, [marked(full, '3')])})
     assert check_site.unlabelled_headlines(items) == {'index.html': ['fix 3: requests lost, of 60']}
-    assert '2 → 0 on index.html; 3 → 0 on truncation_ordering.html' in check_site.headline_mismatches(items)['index.html + truncation_ordering.html'][0]
+    assert '3 → 0 on fix3_truncation_ordering.html; 2 → 0 on index.html' in check_site.headline_mismatches(items)['fix3_truncation_ordering.html + index.html'][0]
     # the home table's figure is one its fix page's In short shows, whatever words each gives the metric
     elsewhere = WHERE + 'Engine deaths, of 60: **5** legacy (0.27.1) → **0** fixed (0.33.0). What to do. Upgrade.'
-    bad = mismatches({'index.html': _page(tables=[HOME]), 'truncation_ordering.html': _page(elsewhere)})
-    assert bad == {'index.html + truncation_ordering.html': [
+    bad = mismatches({'index.html': _page(tables=[HOME]), 'fix3_truncation_ordering.html': _page(elsewhere)})
+    assert bad == {'fix3_truncation_ordering.html + index.html': [
         "fix 3, the home table's requests lost, of 60 (no run label; legacy 0.27.1): 2 → 0 on index.html; "
-        "truncation_ordering.html's In short shows 5 → 0 (legacy 0.27.1)"]}
+        "fix3_truncation_ordering.html's In short shows 5 → 0 (legacy 0.27.1)"]}
     assert check_site.same_figure('2.7219', '2.722') and not check_site.same_figure('2.7641', '2.763')
     assert check_site.metric_key("X on D (1 + a / b), MTP k=3") == check_site.metric_key('x on D, MTP k=3 (1 + a / b)')
 
