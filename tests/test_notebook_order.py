@@ -35,6 +35,8 @@ LOOKS_AHEAD = {  # page (notebook name without number) -> {later module it may i
     'model': {'model.drafters': 'a shipped model loaded to show the forward pass'},
     'kernel_bench': {'cli': 'the `kernel-bench` command'},
     'explain': {'cli': 'the `explain` command'},
+    'engine_spec_decode': {'engine.runner': 'the speculators at work in the model runner that builds them from its config'},
+    'engine_cudagraph': {'engine.runner': 'the graph manager at work in the model runner that builds it from its config'},
 }
 
 def reader_pages():
