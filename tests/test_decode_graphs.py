@@ -3,7 +3,8 @@ import functools, torch, pytest
 from dataclasses import replace
 from vllm_pd_spec.config import SchedulerConfig, RunnerConfig, SamplingParams
 from vllm_pd_spec.engine.llm_engine import LLMEngine, make_config
-from vllm_pd_spec.engine.runner import ModelRunner, capture_sizes
+from vllm_pd_spec.engine.runner import ModelRunner
+from vllm_pd_spec.engine.cudagraph_utils import capture_sizes
 from vllm_pd_spec.experiments import backoff as X
 from vllm_pd_spec.experiments.common import torch_threads
 from vllm_pd_spec.model.drafters import load_model, model_prompts
@@ -31,7 +32,7 @@ def test_capture_sizes():
 def test_cpu_default_has_no_graphs():
     "On CPU the runner never takes the captured path and keeps no spare slot: the CPU path is unchanged."
     eng = LLMEngine(make_config('mtp', 3, model=model('text-attn')), model('text-attn'), dtype=torch.float64)
-    assert not eng.runner._graph_steps() and eng.runner.cache.state == {} and eng.runner.draft_tokens.shape[0] == eng.runner.pad_slot
+    assert eng.runner.cudagraph_manager is None and eng.runner.cache.state == {} and eng.runner.draft_tokens.shape[0] == eng.runner.pad_slot
 
 @pytest.mark.parametrize('arm,name,method,temperature', [('backoff', 'text-hybrid', 'mtp', 0.0), ('reset on add', 'text-attn', 'mtp', 0.0),
                                                          ('legacy', 'text-attn', 'mtp', 0.0), ('standalone', 'text-hybrid', 'mtp', 0.8),
@@ -67,5 +68,5 @@ def test_graphs_equal_eager_cuda(name, method, batch, monkeypatch):
         eng = LLMEngine(make_config(method, 3, model=m, scheduler_config=SchedulerConfig(max_num_batched_tokens=max(256, 24 * batch), max_num_seqs=batch),
                                     runner_config=RunnerConfig(enforce_eager=eager)), m, device='cuda', dtype=torch.float32)
         with torch.no_grad(): got[eager] = (eng.generate(model_prompts(name, batch, 24), max_tokens=16), eng.spec_stats.num_accepted_tokens_per_pos)
-        assert bool(calls) != eager and bool(eng.runner.decode_graphs) != eager
+        assert bool(calls) != eager and (eng.runner.cudagraph_manager is not None and bool(eng.runner.cudagraph_manager.graphs)) != eager
     assert got[True] == got[False]

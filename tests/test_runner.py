@@ -208,10 +208,11 @@ def test_drafter_rows_live_per_slot_and_persist(m64, examples):
         pd.D.add_observer(StepObserver(on_stale_reprefill=lambda rid, pos, stale=stale: stale.setdefault(rid, []).append(list(pos))))
         seen[state] = (pd.generate(prompts, 6), stale, pd.D.runner)
     outs, stale, runner = seen['slot']
+    mtp = runner.speculator  # the drafter's per-slot rows are its speculator's
     assert outs == seen['reset on add'][0]                                   # lossless either way (greedy)
     assert {rid: p for rid, p in stale.items()} == {f'req-{i}': [list(range(len(p) - 3, len(p) - 1))] for i, p in enumerate(prompts)}
-    assert seen['reset on add'][1] == {} and runner.cached_draft_input_ids.shape == (runner.cached_draft_input_ids.shape[0], 2)
-    assert runner.cached_target_hidden_states.abs().sum() > 0                # the rows outlive their requests: nothing clears them
+    assert seen['reset on add'][1] == {} and mtp.cached_draft_input_ids.shape == (mtp.cached_draft_input_ids.shape[0], 2)
+    assert mtp.cached_target_hidden_states.abs().sum() > 0                # the rows outlive their requests: nothing clears them
     sa = LLMEngine(make_config('mtp', 3, model=m64), m64, dtype=torch.float64)
     sa.add_observer(StepObserver(on_stale_reprefill=lambda rid, pos: stale.setdefault('standalone', []).append(rid)))
     sa.generate(prompts, 6)

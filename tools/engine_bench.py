@@ -42,7 +42,8 @@ class DrafterForwards:
         self.runner, self.calls, self.per_step = runner, [], []
         self.hook = runner.model.mtp.register_forward_pre_hook(lambda *_: self.calls.append(1))  # the runner's copy of the weights
     def _count(self)->int:
-        graphs = self.runner.decode_graphs.values()  # a replayed MTP pass runs its k captured modules (uncaptured, the hook counts them)
+        manager = self.runner.cudagraph_manager  # a replayed MTP pass runs its k captured modules (uncaptured, the hook counts them)
+        graphs = manager.graphs.values() if manager is not None else ()
         return len(self.calls) + sum(g.k * g.num_drafter_replays for g in graphs)
     def on_schedule(self, scheduler_output): pass
     def before_execute(self, scheduler_output): self.start = self._count()
@@ -68,7 +69,7 @@ def bench_row(model, path:str, prompts, warm, k, max_tokens, device, profile_win
     try: bound = G.profile_steps(engine.step, profile_window, device) if G.decoding(engine, prompts, max_tokens) else \
                  dict(profiled_steps=0, note='the run ended before the profiled window')
     except Exception as e: bound = dict(profiled_steps=0, note=f'the profiler failed: {type(e).__name__}: {e}')
-    graphs = len(engine.runner.decode_graphs)
+    graphs = len(engine.runner.cudagraph_manager.graphs) if engine.runner.cudagraph_manager is not None else 0
     return dict(path=path, batched_drafter=path != 'per-request', attention='rows' if path == 'per-request' else 'default',
                 cuda_graphs=path == 'graphs', captured_sizes=graphs, batch=len(prompts), k=k, max_tokens=max_tokens,
                 output_tokens=sum(len(o) for o in outputs), **timing, drafter_forwards_per_step_max=max(per_step, default=0),

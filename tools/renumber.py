@@ -16,7 +16,7 @@ The floors, in reading order (the number's first digit names the floor):
     0x  the registry, config, plotting, the contracts (fixes 1-6, then the four beyond the six and the waiting queue)
     1x  model (corpus, task, GDN, model, drafters, training)
     2x  kernels (fix 6's kernel, `kernels.combine`, and its kin)
-    3x  engine (request ... scheduler, transport, runner, LLM engine, KV groups, offload, state exchange, NIXL)
+    3x  engine (request ... scheduler, transport, speculators, CUDA graphs, runner, LLM engine, KV groups, offload, state exchange, NIXL)
     4x  experiments' kit (common, beyond kit), the experiments' figures
     5x  experiments (5N: fix N's experiment; 59a-59e: beyond the six), 6x: the other runs (model gates, soak)
     7x  audit, plugin, explain
@@ -78,6 +78,8 @@ MAPPING = {  # old notebook name -> new (without .ipynb); identity entries are n
     '14_engine_scheduler': '34_engine_scheduler',
     '13b_engine_toy_runner': '33b_engine_toy_runner',
     '15_engine_transport': '35_engine_transport',
+    '35a_engine_spec_decode': '35a_engine_spec_decode',
+    '35b_engine_cudagraph': '35b_engine_cudagraph',
     '25_runner': '36_runner',
     '36a_runner_on_gpu': '36a_runner_on_gpu',
     '26_llm_engine': '37_llm_engine',
