@@ -313,18 +313,22 @@ def run_header(run:dict)->str:
         f"launch path of our wrappers: {', '.join(modes) or 'not recorded'}"] + [f"error in {x['stage']}: {x['error'].splitlines()[-1]}" for x in run.get('errors', [])])
 
 def plot_run(run:dict):
-    "Median µs against batch size, one panel per k: ours and vLLM's, in a CUDA graph (solid) and eager (dotted)."
+    "Median µs against batch size: a row per mode (in a CUDA graph, eager), a panel per k; ours and vLLM's, an empty launch shaded."
     from vllm_pd_spec.plotting import figure, legend_outside
     ks = sorted({r['k'] for r in run['bench']})
-    fig, axs = figure(ncols=len(ks), height=3.0, sharey=True, squeeze=False)
-    for ax, k in zip(axs[0], ks):
-        rs = [r for r in run['bench'] if r['k'] == k]; bs = [r['batch'] for r in rs]
-        for name, color in (('fused', 'C0'), ('vllm_three', 'C3'), ('combine', 'C2'), ('vllm_combine', 'C1'), ('empty', 'k')):
-            ax.plot(bs, [r[name + '_graph'] for r in rs], '-o', color=color, ms=3, label=name + ' (graph)')
-            ax.plot(bs, [r[name] for r in rs], ':', color=color, label=name + ' (eager)')
-        ax.set(xscale='log', yscale='log', xlabel='batch (rows)', title=f'k = {k}')
-    axs[0][0].set_ylabel('median µs'); legend_outside(fig, where='bottom')
-    fig.suptitle(run['device'], fontsize=9)
+    fig, axs = figure(ncols=len(ks), nrows=2, height=5.0, sharey=True, sharex=True, squeeze=False)
+    names = (('fused', 'C0', 'ours: fused assembly'), ('vllm_three', 'C3', "vLLM's three kernels"),
+             ('combine', 'C2', 'ours: combine'), ('vllm_combine', 'C1', "vLLM's combine"))
+    for row, (mode, suffix) in enumerate((('in a CUDA graph', '_graph'), ('eager', ''))):
+        for ax, k in zip(axs[row], ks):
+            rs = [r for r in run['bench'] if r['k'] == k]; bs = [r['batch'] for r in rs]
+            ax.fill_between(bs, 0, [r['empty' + suffix] for r in rs], color='0.85', lw=0)  # an empty launch: the floor
+            for name, color, label in names: ax.plot(bs, [r[name + suffix] for r in rs], '-o', color=color, ms=3, label=label)
+            ax.set(xscale='log', yscale='log', title=f'{mode}, k = {k}')
+            if row == 1: ax.set_xlabel('batch (rows)')
+        axs[row][0].set_ylabel('median µs')
+    legend_outside(fig, where='bottom')
+    fig.suptitle(f"{run['device']} (grey: an empty launch)", fontsize=9)
     return fig
 
 # %% ../../nbs/24_kernel_bench.ipynb #378a82d2
