@@ -9,7 +9,7 @@ __all__ = ['ROLES', 'DECODE_FIELDS', 'STANDALONE', 'RUNS', 'CI_WORDS', 'SILENT',
            'check_device', 'check_transport', 'make_transport', 'Arm', 'arms', 'pool_blocks', 'Served', 'serve',
            'kv_slots', 'acceptance', 'StepLog', 'runs_dir', 'save_run', 'load_run', 'first_divergence', 'differing',
            'match_summary', 't975', 'mean_ci', 'paired', 'paired_diff', 'decides', 'pm', 'conversations', 'second_turn',
-           'serve_turns', 'longest_turn', 'engine_configs', 'serve_sizes', 'reference', 'lossless', 'sweep',
+           'serve_turns', 'turns', 'longest_turn', 'engine_configs', 'serve_sizes', 'reference', 'lossless', 'sweep',
            'experiment_main']
 
 # %% ../../nbs/40_experiments_common.ipynb #82394b71
@@ -457,11 +457,11 @@ def serve_turns(engine, # an `LLMEngine` (any connector attached)
                 convs:list, # `conversations(...)`
                 max_tokens:int, # tokens per turn
                 evict:bool=False, # empty the local prefix cache between the turns
-                between=None, # `between(first answers)`: called between the turns, its result kept as `between`
+                between=None, # `between(engine, first answers)`: called between the turns, its result kept as `between`
                )->dict:
     "Two turns of every conversation on `engine`: first answers, second prompts, outputs and prefix-hit tokens."
     first = engine.generate([a for a, _ in convs], max_tokens=max_tokens)
-    seen = between(first) if between is not None else None
+    seen = between(engine, first) if between is not None else None
     if evict and not engine.scheduler.kv_cache_manager.block_pool.reset_prefix_cache():
         raise RuntimeError('blocks are still held after the first turn: nothing may run between the turns')
     prompts = [second_turn(c, a) for c, a in zip(convs, first)]
@@ -470,6 +470,13 @@ def serve_turns(engine, # an `LLMEngine` (any connector attached)
     engine.run()
     return dict(first=first, prompts=prompts, outputs=[engine.outputs[r] for r in ids],
                 hits=[engine.finished[r].num_cached_tokens for r in ids], between=seen)
+
+def turns(convs:list, # `conversations(...)`
+          evict:bool=False, # empty the local prefix cache between the turns
+          between=None, # `between(engine, first answers)`, as `serve_turns`'s
+         ):
+    "`serve`'s `drive` for two turns of every conversation: the run's result is `serve_turns`'s dict."
+    return lambda engine, prompts, max_tokens: serve_turns(engine, convs, max_tokens, evict, between)
 
 def longest_turn(convs:list, # `conversations(...)`
                  max_tokens:int, # tokens per turn
@@ -485,7 +492,7 @@ def engine_configs(model, # the weights
                    chunk:int=0, # `long_prefill_token_threshold` (0: prompts not chunked)
                    block_size:int=16, # tokens per KV block
                   ):
-    "`config(role='standalone', k=k)` -> a `VllmConfig` whose pool holds every request at once, for engines built by hand."
+    "`config(role='standalone', k=k)` -> a `VllmConfig` whose pool holds every request at once: `serve_sizes(config())` for `serve`, `config()` to plan KV groups with."
     sched = SchedulerConfig(max_num_batched_tokens=max(1024, num_requests * (k + 1) + longest), max_num_seqs=num_requests,
                             long_prefill_token_threshold=chunk)
     cache = CacheConfig(num_gpu_blocks=4 * num_requests * (cdiv(longest, block_size) + k + 2) + 8)
@@ -497,7 +504,13 @@ def serve_sizes(config, # a `VllmConfig`, e.g. from `engine_configs`
     "`serve`'s keyword arguments for the limits and the pool of `config`: the engines `serve` builds get the same ones."
     s = config.scheduler_config
     return dict(max_num_seqs=s.max_num_seqs, max_num_batched_tokens=s.max_num_batched_tokens, num_blocks=config.cache_config.num_gpu_blocks,
-                scheduler=dict(long_prefill_token_threshold=s.long_prefill_token_threshold))
+                block_size=config.model.block_size, scheduler=dict(long_prefill_token_threshold=s.long_prefill_token_threshold))
+
+def _speculative_fields(spec, model)->dict:
+    "The fields of `spec` that `make_config` would not set from the method, k and `model` alone."
+    if spec is None: return {}
+    made = make_config(spec.method, spec.num_speculative_tokens, model=model).speculative_config
+    return {f: getattr(spec, f) for f in ('num_mtp_modules', 'disable_lookahead_block_hashes', 'disable_eagle_block_drop') if getattr(spec, f) != getattr(made, f)}
 
 def reference(config, # a standalone engine's config
               model, # the weights (float64)
@@ -505,10 +518,15 @@ def reference(config, # a standalone engine's config
               max_tokens:int, # tokens per request
               memo:dict|None=None, # outputs already made, by prompts: the same prompts are run once
              )->list:
-    "The outputs of `prompts` on a standalone engine in float64: the lossless check's reference."
+    "The outputs of `prompts` on a standalone engine of `config` in float64, served as `config` sizes it: the lossless check's reference."
     key = (tuple(map(tuple, prompts)), max_tokens)
     if memo is None or key not in memo:
-        out = LLMEngine(config, model, dtype=torch.float64).generate(prompts, max_tokens)
+        spec = config.speculative_config
+        arm = Arm('reference', config.fixes, 'reference', pd=False, speculative=_speculative_fields(spec, model))
+        served = serve(arm, model, prompts, method=spec and spec.method, k=spec.num_speculative_tokens if spec else 1, max_tokens=max_tokens,
+                       own_pool=True, dtype=torch.float64, **serve_sizes(config))
+        check(served.engine.scheduler.vllm_config == config, 'config', config, 'a config serve builds from its fields (this one sets more)')
+        out = served.outputs
         if memo is None: return out
         memo[key] = out
     return memo[key]
