@@ -392,9 +392,10 @@ class PDPair:
 # %% ../../nbs/37_llm_engine.ipynb #1b39a0d8
 @patch
 def check_request(self:PDPair, req_id:str, prompt:list, max_tokens:int):
-    "Refuse what P or D would refuse (the error names the field), before either queues anything."
+    "Refuse what P or D would refuse (the error names the field), before either queues anything: D checks the request P would hand it."
     self.P.check_request(self._prefill_request(req_id, prompt))
-    self.D.check_request(Request(req_id, prompt, max_tokens=max_tokens))
+    params = None if self.d_prefills else make_kv_transfer_params(do_remote_prefill=True)  # its prompt loaded from P
+    self.D.check_request(Request(req_id, prompt, max_tokens=max_tokens, kv_transfer_params=params))
 
 @patch
 def _prefill_request(self:PDPair, req_id:str, prompt:list)->Request:
