@@ -9,7 +9,7 @@ __all__ = ['LEGACY_0271', 'ARMS', 'TOL', 'RELEASE_LOOKAHEAD', 'RELEASE_BACKOFF',
            'PROMPT_LEN', 'MAX_TOKENS', 'TEMPERATURE', 'DEFAULT', 'QUICK', 'VARIANTS', 'FULL', 'SWEEP_RUN',
            'SEED_FIGURE', 'NOTES', 'ARM_FIGURES', 'Continuation', 'prompt_drafter_kv', 'FinalKV',
            'reference_drafter_kv', 'census', 'predicted', 'num_matched', 'PromptSplit', 'serve_arm', 'release_backoff',
-           'taint', 'acceptance', 'prompt_set', 'run_setting', 'run_settings', 'run', 'summarize']
+           'taint', 'arm_acceptance', 'prompt_set', 'run_setting', 'run_settings', 'run', 'summarize']
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #9f5d71ce
 import contextlib, itertools, multiprocessing, time, torch
@@ -232,7 +232,7 @@ def taint(run:dict, # what `serve_arm` returned
                 fix_contract_mismatches=fix_mismatched, invariant=(split_ok and not fix_mismatched) if pd else sum(per_request) == 0)
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #417b1829
-def acceptance(run:dict, # what `serve_arm` returned
+def arm_acceptance(run:dict, # what `serve_arm` returned
                k:int, # drafts per step
                steps:int=16, # decode-step indices to report
               )->dict:
@@ -282,7 +282,7 @@ def run_setting(model_name:str, # 'text-attn' or 'text-hybrid'
         r = serve_arm(name, model, k, prompts, max_tokens, sampling, device, max_num_seqs, transport=transport)
         ref = r['outputs'] if name == 'standalone' else ref
         out[name] = dict(arm=name, ours=ARMS[name].ours, label=ARMS[name].label, backoff=r['backoff'], handoff_window=r['handoff_window'],
-                         **acceptance(r, k), **taint(r, model, prompts, k), identical_outputs=r['outputs'] == ref,
+                         **arm_acceptance(r, k), **taint(r, model, prompts, k), identical_outputs=r['outputs'] == ref,
                          requests_differing=sum(a != b for a, b in zip(r['outputs'], ref)),
                          lossless=r['outputs'] == ref if temperature == 0 else None, max_num_seqs=max_num_seqs, seconds=round(r['seconds'], 2))
         if bar is not None: bar.update()

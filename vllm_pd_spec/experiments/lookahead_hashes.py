@@ -6,8 +6,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/lookahead_hashes_experiment.ht
 
 # %% auto #0
 __all__ = ['BLOCK', 'K', 'SHARED_BLOCKS', 'TAIL', 'ARMS', 'LEGACY', 'CONNECTORS', 'METHODS', 'MODELS', 'SHAPES', 'ORACLE',
-           'QUICK', 'FULL', 'traffic', 'BlockAuthors', 'stale', 'serve_arm', 'oracle', 'setting_rows', 'paired',
-           'verdicts', 'summary', 'rows', 'run']
+           'QUICK', 'FULL', 'traffic', 'BlockAuthors', 'stale', 'serve_readers', 'oracle', 'setting_rows',
+           'paired_field', 'verdicts', 'summary', 'rows', 'run']
 
 # %% ../../nbs/59f_lookahead_hashes_experiment.ipynb #3112a9ab
 import itertools, torch
@@ -65,7 +65,7 @@ def stale(authors:BlockAuthors, tokens:dict, rid:str, need:int)->int:
     window = lambda t, j: t[(j + 1) * BLOCK:(j + 1) * BLOCK + need]
     return sum(window(tokens[authors.author[b]], j) != window(tokens[rid], j) for j, b in enumerate(authors.hit.get(rid, [])))
 
-def serve_arm(arm:Arm, model, method:str, connector:str, writers:list, readers:list, max_tokens:int, need:int)->dict:
+def serve_readers(arm:Arm, model, method:str, connector:str, writers:list, readers:list, max_tokens:int, need:int)->dict:
     "One arm on one setting: readers' outputs, P's hits and stale blocks, the deployment's `(L, drop)`, D's per-request acceptance."
     prompts = writers + readers
     served = serve(arm, model, prompts, method=method, k=K, max_tokens=max_tokens, max_num_seqs=len(prompts),
@@ -96,7 +96,7 @@ def setting_rows(model, model_name:str, method:str, connector:str, shape:str, d:
     need = num_prefill_lookahead_tokens(make_config(method, K, model=model).speculative_config) if needs_block_drop(method) else 0
     rows = []
     for arm in arms_.values():
-        r = serve_arm(arm, model, method, connector, writers, readers, max_tokens, need)
+        r = serve_readers(arm, model, method, connector, writers, readers, max_tokens, need)
         for i, reader in enumerate(readers):
             rows.append(dict(model=model_name, method=method, connector=connector, shape=shape, d=d, arm=arm.name, request=i,
                              L=r['L'], drop=r['drop'], hit_tokens=r['hits'][i], stale_blocks=r['stale'][i],
@@ -108,7 +108,7 @@ def setting_rows(model, model_name:str, method:str, connector:str, shape:str, d:
 # %% ../../nbs/59f_lookahead_hashes_experiment.ipynb #d6459355
 def _key(r): return (r['model'], r['method'], r['connector'], r['shape'], r['d'], r['request'])
 
-def paired(rows:list, arm:str, field:str, where=lambda r: True, base:str=LEGACY)->dict:
+def paired_field(rows:list, arm:str, field:str, where=lambda r: True, base:str=LEGACY)->dict:
     "`paired_diff` of `field` between `arm` and `base`, per request, over the rows `where` selects."
     by = {(r['arm'], _key(r)): r[field] for r in rows if where(r)}
     keys = sorted({k for a, k in by if a == base})
@@ -132,7 +132,7 @@ def verdicts(rows:list)->dict:
             'controls': yes(same('0.34.0 (hashes)', LEGACY, lambda r: r['connector'] == 'MoRIIOConnector')
                             and same('neither', LEGACY, lambda r: r['method'] == 'dflash') and same('0.34.0 (hashes)', LEGACY, lambda r: r['method'] == 'dflash'),
                             'an arm that must equal the 0.33.0 arm does not'),
-            'hashes hit more': decides(paired(rows, '0.34.0 (hashes)', 'hit_tokens', lambda r: _key(r) in more) if more else None, 'higher')}
+            'hashes hit more': decides(paired_field(rows, '0.34.0 (hashes)', 'hit_tokens', lambda r: _key(r) in more) if more else None, 'higher')}
 
 # %% ../../nbs/59f_lookahead_hashes_experiment.ipynb #702b0e7b
 def summary(rows:list)->list:
@@ -148,9 +148,9 @@ def summary(rows:list)->list:
             out.append(dict(zip(('model', 'method', 'connector', 'shape', 'd'), s), arm=arm, L=rs[0]['L'], drop=rs[0]['drop'], readers=len(rs),
                             hit_tokens=round(sum(r['hit_tokens'] for r in rs) / len(rs), 2), stale_blocks=sum(r['stale_blocks'] for r in rs),
                             mismatches=sum(r['mismatch'] for r in rs), acceptance=round(sum(acc) / len(acc), 4) if acc else None,
-                            d_hit_tokens=None if arm == LEGACY else paired(rows, arm, 'hit_tokens', where),
-                            d_acceptance=None if arm == LEGACY else paired(rows, arm, 'acceptance', where),
-                            d_first_accepted=None if arm == LEGACY else paired(rows, arm, 'first_accepted', where)))
+                            d_hit_tokens=None if arm == LEGACY else paired_field(rows, arm, 'hit_tokens', where),
+                            d_acceptance=None if arm == LEGACY else paired_field(rows, arm, 'acceptance', where),
+                            d_first_accepted=None if arm == LEGACY else paired_field(rows, arm, 'first_accepted', where)))
     return out
 
 # %% ../../nbs/59f_lookahead_hashes_experiment.ipynb #71f6cd08
