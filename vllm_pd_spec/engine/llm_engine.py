@@ -450,9 +450,14 @@ def step(self:PDPair)->list:
         if o.finish_reason is not None and o.request_id in self.prefilling: self._hand_off(o)
     self._offer_decodes()
     outputs = self.D.step() if self.D.has_work() else []
-    busy = outputs or self.D.scheduler.running or self.P.scheduler.has_unfinished_requests()
-    self.idle_steps = 0 if busy else self.idle_steps + 1
+    self.idle_steps = 0 if self._busy(outputs) else self.idle_steps + 1
     return outputs
+
+@patch
+def _busy(self:PDPair, outputs:list)->bool:
+    "Did the step do anything: D produced, D runs a request, or P has one unfinished (an engine in another process: one in flight)."
+    if not hasattr(self.P, 'scheduler'): return bool(outputs) or self.P.has_work() or self.D.has_work()
+    return bool(outputs) or bool(self.D.scheduler.running) or self.P.scheduler.has_unfinished_requests()
 
 @patch
 def has_work(self:PDPair)->bool: return bool(self.to_p or self.to_d or self.P.has_work() or self.D.has_work())

@@ -112,7 +112,7 @@ class Arm:
     speculative:dict=field(default_factory=dict) # more `SpeculativeConfig` fields (e.g. `disable_eagle_block_drop=True`)
     kv_transfer:dict=field(default_factory=dict) # the connector's spec, `KVTransferConfig` fields: an offloading tier (`offload`), a `prefill_backoff` rule in place of the connector's own
     decode:dict=field(default_factory=dict) # D's own fields over the arm's: `{'scheduler': {...}, 'cache': {...}, 'kv_transfer': {...}, 'engine': {...}}`
-    instance:str='standalone' # the one engine's role where `pd` is False: 'standalone', or 'prefill' (a P instance whose D its runner stands in for)
+    instance:str='standalone' # the one engine's role where `pd` is False: 'standalone', or 'prefill' or 'decode' (one side of a pair whose other side is elsewhere: another process, or a runner standing in for it)
     observers:object=None # what the arm watches, as `serve`'s `observers` (attached before the call's)
 
     def __post_init__(self):
@@ -123,7 +123,7 @@ class Arm:
               f'without a prefill_backoff: arm {self.name!r} is not a P/D pair')
         check(not self.decode or self.pd, 'decode', self.decode, f'empty: arm {self.name!r} is not a P/D pair')
         check(set(self.decode) <= set(DECODE_FIELDS), 'decode', self.decode, f'keyed by {DECODE_FIELDS}')
-        check_choice('instance', self.instance, ('standalone', 'prefill'))
+        check_choice('instance', self.instance, ('standalone', 'prefill', 'decode'))
 
     @property
     def ours(self)->bool: return self.role == 'ours'
@@ -226,10 +226,11 @@ def serve(arm:Arm, # what to build
          )->Served:
     "Serve `prompts` in one arm: the engines built from the arm with the pool sized once, the observers, one run."
     check_type('arm', arm, Arm, 'an Arm')
-    need = None if own_pool and num_blocks is not None else pool_blocks(model, prompts, max_tokens, k if method else 0, max_num_seqs, block_size)
-    num_blocks = need if num_blocks is None else num_blocks
-    check(own_pool or num_blocks >= need, 'num_blocks', num_blocks, f'at least {need}: with fewer, {len(prompts)} prompts of up to '
-          f'{max(map(len, prompts))} tokens and {max_tokens} more each (k={k}) would be preempted')
+    if num_blocks is None or not own_pool:
+        need = pool_blocks(model, prompts, max_tokens, k if method else 0, max_num_seqs, block_size)
+        num_blocks = need if num_blocks is None else num_blocks
+        check(own_pool or num_blocks >= need, 'num_blocks', num_blocks, f'at least {need}: with fewer, {len(prompts)} prompts of up to '
+              f'{max(map(len, prompts))} tokens and {max_tokens} more each (k={k}) would be preempted')
     sched = SchedulerConfig(**dict(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs) | (scheduler or {}) | arm.scheduler)
     cache = CacheConfig(**dict(num_gpu_blocks=num_blocks) | arm.cache)
     rc = RunnerConfig(**dict(sampling=sampling or SamplingParams()) | (runner_switches or {}) | arm.runner)
@@ -254,6 +255,7 @@ def serve(arm:Arm, # what to build
     else:
         config = _arm_config(arm, model, method, k, arm.instance, block_size, scheduler_config=sched, cache_config=cache, runner_config=rc,
                              **{f: kw.pop(f) for f in ('kv_connector', 'release') if f in kw})
+        if not isinstance(transport, str): kw['transport'] = transport  # one side of a pair: its transport to the other
         engine = LLMEngine(config, model if hasattr(model, 'args') else None, **kw)
         engines = (engine,)
     preempted = set()

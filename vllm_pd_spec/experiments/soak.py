@@ -17,7 +17,7 @@ from ..config import make_kv_transfer_params, check, check_choice, check_output_
 from ..engine.llm_engine import EngineDeadError, LLMEngine, PDPair, make_config
 from ..engine.request import Request
 from ..engine.transport import LocalTransport, PDConnectorWorker, digest
-from ..engine.nixl_pd import build_toy_engine, run_standalone
+from ..engine.toy_kv_runner import build_toy_engine, run_standalone
 from ..model.drafters import load_model, model_prompts
 from .common import save_run, load_run, runs_dir, check_transport
 
