@@ -71,3 +71,16 @@ def test_proxy_loop_exists_once():
     "In the whole package, one function steps a prefill and a decode engine together: `PDPair.step`."
     found = {str(p.relative_to(PKG)): s for p in sorted(PKG.rglob('*.py')) if (s := engines_stepped(p.read_text()))}
     assert found == {'engine/llm_engine.py': [('step', ['self.D', 'self.P'])]}, found
+
+def test_the_proxy_steps_as_generate_runs():
+    "`add_request` and `step` give `generate`'s outputs; a hand-off passes `on_handoff`, an abort leaves nothing behind."
+    from vllm_pd_spec.engine.llm_engine import PDPair
+    ps = [[3, 4, 5, 6, 7, 8], [3, 4, 5, 9], [10, 11, 12, 13, 14]]
+    want = PDPair('mtp', 2, block_size=4).generate(ps, 4)
+    pair, seen = PDPair('mtp', 2, block_size=4), []
+    pair.on_handoff = lambda o: seen.append(o.request_id) or dict(o.kv_transfer_params or {})
+    for i, p in enumerate(ps): pair.add_request(f'r{i}', p, 4)
+    pair.abort_request('r2')
+    while pair.has_work(): pair.step()
+    assert [pair.D.outputs[f'r{i}'] for i in range(2)] == want[:2] and seen == ['r0', 'r1']
+    assert 'r2' not in pair.D.finished and not pair.prefilling and not pair.P.has_work()
