@@ -63,7 +63,7 @@ def test_a_request_d_accepted_is_never_aborted_after_a_preemption():
     "A 24-block D pool under a burst: D preempts, a resumed request re-prefills prompt + outputs; every request D accepted finishes."
     import random
     from vllm_pd_spec.config import make_kv_transfer_params
-    from vllm_pd_spec.engine.nixl_pd import build_toy_engine
+    from vllm_pd_spec.engine.toy_kv_runner import build_toy_engine
     from vllm_pd_spec.engine.transport import LocalTransport
     rng, t = random.Random(0), LocalTransport()
     P, D = build_toy_engine('prefill', t, 256), build_toy_engine('decode', t, 24)
@@ -148,7 +148,7 @@ def test_per_request_state_freed_and_memory_flat():
 
 def test_toy_kv_runner_after_a_prefix_hit_equals_standalone():
     "The toy runner's state counts the tokens of a prefix-cache hit: prompts that share a prefix give their lone outputs."
-    from vllm_pd_spec.engine.nixl_pd import build_toy_engine
+    from vllm_pd_spec.engine.toy_kv_runner import build_toy_engine
     base = list(range(3, 23))
     prompts = {f's{i}': base[:16] + [40 + i, 41, 42 + i] for i in range(4)}  # 16 shared tokens: four full blocks
     eng = build_toy_engine('standalone', None)
@@ -265,7 +265,7 @@ def test_public_parameters_that_gave_silent_wrong_output_are_refused():
 def test_caller_side_mistakes_are_refused_up_front_or_leave_the_engine_alive():
     "A raising observer, a runner without `execute_model`, `max_tokens` set to junk later, huge token ids, a tiny staging slot."
     from vllm_pd_spec.engine.llm_engine import StepObserver, ObserverError
-    from vllm_pd_spec.engine.nixl_pd import build_toy_engine
+    from vllm_pd_spec.engine.toy_kv_runner import build_toy_engine
     e = _toy()
     e.add_observer(StepObserver(on_schedule=lambda so: 1 / 0))
     e.add_request(Request('a', [1, 2, 3], max_tokens=3))

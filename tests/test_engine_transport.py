@@ -335,7 +335,7 @@ FIELDS = ('remote_engine_id', 'remote_request_id', 'remote_block_ids', 'remote_n
 def junk_run(transport):
     "Every junk value in every field of P's params: D never dies, recomputes, and gives the standalone output; nothing held."
     from vllm_pd_spec.config import make_kv_transfer_params
-    from vllm_pd_spec.engine.nixl_pd import build_toy_engine, run_standalone
+    from vllm_pd_spec.engine.toy_kv_runner import build_toy_engine, run_standalone
     P, D = build_toy_engine('prefill', transport, 64), build_toy_engine('decode', transport, 64)
     cases = [(f, v) for f in FIELDS for v in JUNK]
     prompts = {f'j{i}': [i % 90 + 1, 9, 2, 7, 3, 8, 1, 4, 6] for i in range(len(cases))}  # no two share a block
@@ -362,7 +362,7 @@ def test_junk_transfer_params_never_kill_d():
 def test_d_heartbeats_keep_p_lease_while_the_request_waits_in_d_queue():
     "D runs one request at a time; the next waits in D's queue past P's lease: D's heartbeats renew it, so its load lands (no recompute)."
     from vllm_pd_spec.config import make_kv_transfer_params, VllmConfig, CacheConfig, SchedulerConfig
-    from vllm_pd_spec.engine.nixl_pd import build_toy_engine, TOY_MODEL, TOY_DRAFTER, ToyKVRunner
+    from vllm_pd_spec.engine.toy_kv_runner import build_toy_engine, TOY_MODEL, TOY_DRAFTER, ToyKVRunner
     from vllm_pd_spec.engine.llm_engine import LLMEngine
     from vllm_pd_spec.engine.kv_cache_manager import get_kv_cache_config
     now = [0.0]

@@ -6,7 +6,8 @@ import importlib.util, inspect, pickle, random
 import msgpack, pytest, torch
 from vllm_pd_spec.engine import nixl_transport
 from vllm_pd_spec.engine.nixl_transport import WireError, decode_metadata, decode_notice, decode_pub, encode_notice, encode_pub
-from vllm_pd_spec.engine import nixl_pd
+from vllm_pd_spec.experiments import nixl_pd
+from vllm_pd_spec.engine import toy_kv_runner
 
 INSTALLED = importlib.util.find_spec('nixl') is not None
 OK, WHY = nixl_transport.nixl_status()
@@ -22,7 +23,7 @@ rng = random.Random(1)
 PROMPTS = {f'q{i}': [rng.randrange(1, 50) for _ in range(rng.randrange(5, 26))] for i in range(4)}
 
 @pytest.fixture(scope='module')
-def ref(): return nixl_pd.run_standalone(PROMPTS)
+def ref(): return toy_kv_runner.run_standalone(PROMPTS)
 
 def _pair():
     caches = lambda v: {'attn.0': (torch.full((6, 4, 2), v), torch.full((6, 4, 2), v)), 'eagle.0': torch.full((6, 4, 2), v)}
@@ -81,7 +82,7 @@ def test_fault_is_survived_counted_and_leak_free(ref, fault, seen):
 
 def _slow_build(role, transport, **kw):
     "An engine that takes seconds to build (a loaded machine)."
-    import time; time.sleep(4); return nixl_pd.build_toy_engine(role, transport, **kw)
+    import time; time.sleep(4); return toy_kv_runner.build_toy_engine(role, transport, **kw)
 
 def _broken_build(role, transport, **kw): raise RuntimeError('this engine cannot be built')
 def _stuck_build(role, transport, **kw): import time; time.sleep(600)

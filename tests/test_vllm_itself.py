@@ -12,7 +12,7 @@ from vllm_pd_spec import vllm_itself as V  # noqa: E402
 RUN = ROOT / 'nbs' / 'runs' / 'vllm_itself_h200'
 
 @pytest.fixture(scope='module')
-def run(): return V.load_run(RUN, ROOT / 'nbs' / 'runs' / 'vllm_itself_ours.json')
+def run(): return V.load_vllm_run(RUN, ROOT / 'nbs' / 'runs' / 'vllm_itself_ours.json')
 
 def test_saved_run_fix3(run):
     f = V.fix3_figures(run['run'])
@@ -53,7 +53,7 @@ def test_seen_in_vllm_without_a_run(tmp_path, monkeypatch):
     assert V.seen_in_vllm(3)['reason'] == 'not run: no saved run in vLLM itself'
     assert set(V.seen_column()) == set(range(1, 7))
     with pytest.raises(ValueError, match='fix=0 is invalid'): V.seen_in_vllm(0)
-    with pytest.raises(FileNotFoundError, match='holds no vllm_itself.json'): V.load_run(tmp_path)
+    with pytest.raises(FileNotFoundError, match='holds no vllm_itself.json'): V.load_vllm_run(tmp_path)
 
 def test_ablated_source_refuses_an_expression_not_found_once():
     assert ablations.ablated_source('x = a + b', 'a + b', 'a - b', 't') == 'x = a - b'

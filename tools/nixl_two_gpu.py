@@ -13,7 +13,8 @@ the exit code says whether every invariant held.
 import argparse, json, platform, random, sys, time, traceback
 from pathlib import Path
 import torch
-from vllm_pd_spec.engine import nixl_pd as pp
+from vllm_pd_spec.experiments import nixl_pd as pp
+from vllm_pd_spec.engine.toy_kv_runner import run_standalone
 from vllm_pd_spec.engine.nixl_transport import FAULTS, nixl_status
 from vllm_pd_spec.model.data import make_prompts
 
@@ -25,7 +26,7 @@ def leaks(res:dict)->int:
 def toy(devices, quick):
     rng = random.Random(0)
     prompts = {f'r{i}': [rng.randrange(1, 50) for _ in range(rng.randrange(5, 30))] for i in range(6)}
-    ref = pp.run_standalone(prompts)
+    ref = run_standalone(prompts)
     res = pp.run_pd_nixl(prompts, devices=devices)
     out = dict(lossless=res['outputs'] == ref, exitcodes=res['exitcodes'], leaks=leaks(res),
                transfers=res['reports']['decode']['stats'].get('transfers'), bytes=res['reports']['decode']['stats'].get('bytes'))

@@ -338,7 +338,7 @@ def _offer(engine:LLMEngine, request:Request)->bool:
     except QueueOverflowError: return False
 
 class PDPair:
-    "A prefill engine and a decode engine over one transport, with the proxy's handshake."
+    "A prefill engine and a decode engine over one transport, and the proxy between them: `add_request`, `step`, `generate`."
     def __init__(self, method:str|None=None, # 'mtp', 'eagle', 'dflash' or None
                  k:int=3, # drafts per step
                  fixes:Fixes=Fixes(), # which fixes are on, on both engines
@@ -359,46 +359,133 @@ class PDPair:
                  **engine_kw, # more `LLMEngine` arguments (e.g. `dtype`, `kv_transfer_config`)
                 ):
         model = model or _default_model()
-        self.transport = transport or LocalTransport()
-        self.request_counter = itertools.count()  # `generate`'s request ids, fresh on every call (upstream: `LLM.request_counter`)
-        self.d_prefills = d_prefills
+        transport = transport or LocalTransport()
         limits = {'prefill': scheduler_config, 'decode': decode_scheduler_config or scheduler_config}
         pools = {'prefill': cache_config, 'decode': decode_cache_config or cache_config}
         widths = {'prefill': k, 'decode': k if decode_k is None else decode_k}
         config = lambda role: make_config(method, widths[role], role, fixes, block_size, model, scheduler_config=limits[role],
                                           cache_config=pools[role], kv_connector=kv_connector, release=release, runner_config=runner_config)
-        self.P = LLMEngine(config('prefill'), model, transport=self.transport, **engine_kw | (prefill_kw or {}))
-        self.D = LLMEngine(config('decode'), model, transport=self.transport, **engine_kw | (decode_kw or {}))
-        check(self.P.engine_id != self.D.engine_id, 'engine_id', self.D.engine_id,
-              "different on P and D (one id on one transport shares its caches and publications)")
+        P = LLMEngine(config('prefill'), model, transport=transport, **engine_kw | (prefill_kw or {}))
+        D = LLMEngine(config('decode'), model, transport=transport, **engine_kw | (decode_kw or {}))
+        self._connect(P, D, transport, d_prefills)
 
-    def generate(self, prompts:list, max_tokens:int=8, max_steps:int=10_000)->list:
-        "The proxy: each prompt to P (one token), then with P's `kv_transfer_params` to D (or straight to D: `d_prefills`); D's outputs, in order."
-        req_ids = [f'req-{next(self.request_counter)}' for _ in prompts]  # never an id an earlier call used
-        for req_id, prompt in zip(req_ids, prompts): self.check_request(req_id, prompt, max_tokens)
-        prompt_of = dict(zip(req_ids, prompts))
-        to_p = deque([] if self.d_prefills else req_ids)  # the proxy holds what an engine's queue bound refuses for now
-        to_d = deque((r, None) for r in req_ids) if self.d_prefills else deque()
-        for _ in range(max_steps):
-            if not (to_p or to_d or self.P.has_work() or self.D.has_work()): break
-            while to_p and _offer(self.P, self._prefill_request(to_p[0], prompt_of[to_p[0]])): to_p.popleft()
-            for o in self.P.step():
-                if o.finish_reason is not None and o.request_id in prompt_of: to_d.append((o.request_id, dict(o.kv_transfer_params or {})))
-            while to_d and _offer(self.D, Request(to_d[0][0], prompt_of[to_d[0][0]], max_tokens=max_tokens, kv_transfer_params=to_d[0][1])):
-                to_d.popleft()
-            self.D.step()
-        for rid, params in to_d:
-            if params: self.D.decline_remote_kv(rid, params)  # never sent to D: P's blocks back now
-        _finish_or_raise(self.D, [self.P, self.D], req_ids, max_steps)
-        return [self.D.outputs[req_id] for req_id in req_ids]
+    @classmethod
+    def from_engines(cls, P:LLMEngine, # a prefill engine
+                     D:LLMEngine, # a decode engine over the same transport
+                     transport:KVTransport|None=None, # their transport (kept as `transport`)
+                     d_prefills:bool=False, # the proxy sends each prompt straight to D
+                    )->'PDPair':
+        "The same proxy over engines built elsewhere (a runner without the model, a worker of their own)."
+        pair = cls.__new__(cls)
+        pair._connect(P, D, transport, d_prefills)
+        return pair
 
-    def _prefill_request(self, req_id:str, prompt:list)->Request:
-        return Request(req_id, prompt, max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True))
+    def _connect(self, P:LLMEngine, D:LLMEngine, transport, d_prefills:bool):
+        check(P.engine_id != D.engine_id, 'engine_id', D.engine_id, "different on P and D (one id on one transport shares its caches and publications)")
+        self.P, self.D, self.transport, self.d_prefills = P, D, transport, d_prefills
+        self.request_counter = itertools.count()  # `generate`'s request ids, fresh on every call (upstream: `LLM.request_counter`)
+        self.prefilling: dict = {}  # request id -> (prompt, max_tokens): what the proxy holds until D has it (queued for P, on P, queued for D)
+        self.to_p, self.to_d = deque(), deque()  # what an engine's queue bound refuses for now (ids; `(id, params)`), offered again each step
+        self.on_handoff = None  # `on_handoff(output)` -> params or None: P finished a request; the `kv_transfer_params` to send it to D with, or None to keep it from D
+        self.idle_steps = 0  # steps in a row in which D produced nothing and nothing ran, with nothing unfinished on P
 
-    def check_request(self, req_id:str, prompt:list, max_tokens:int):
-        "Refuse what P or D would refuse (the error names the field), before either queues anything."
-        self.P.check_request(self._prefill_request(req_id, prompt))
-        self.D.check_request(Request(req_id, prompt, max_tokens=max_tokens))
+# %% ../../nbs/37_llm_engine.ipynb #1b39a0d8
+@patch
+def check_request(self:PDPair, req_id:str, prompt:list, max_tokens:int):
+    "Refuse what P or D would refuse (the error names the field), before either queues anything: D checks the request P would hand it."
+    self.P.check_request(self._prefill_request(req_id, prompt))
+    params = None if self.d_prefills else make_kv_transfer_params(do_remote_prefill=True)  # its prompt loaded from P
+    self.D.check_request(Request(req_id, prompt, max_tokens=max_tokens, kv_transfer_params=params))
 
-    @property
-    def spec_stats(self): return self.D.scheduler.spec_decoding_stats
+@patch
+def _prefill_request(self:PDPair, req_id:str, prompt:list)->Request:
+    return Request(req_id, prompt, max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True))
+
+@patch
+def add_request(self:PDPair, request_id:str, # unique among the requests in flight
+                prompt:list, # token ids
+                max_tokens:int=8, # tokens D generates
+               ):
+    "Take a prompt into the proxy: to P for one token (or straight to D: `d_prefills`), then to D; refused here as P or D would refuse it."
+    self.check_request(request_id, prompt, max_tokens)
+    self._admit(request_id, prompt, max_tokens)
+
+@patch
+def _admit(self:PDPair, request_id:str, prompt:list, max_tokens:int):
+    "Hold the request and offer it to its first engine now (the queue's order kept)."
+    self.prefilling[request_id] = (prompt, max_tokens)
+    if self.d_prefills: self.to_d.append((request_id, None)); self._offer_decodes()
+    else: self.to_p.append(request_id); self._offer_prefills()
+
+@patch
+def _offer_prefills(self:PDPair):
+    while self.to_p and _offer(self.P, self._prefill_request(self.to_p[0], self.prefilling[self.to_p[0]][0])): self.to_p.popleft()
+
+@patch
+def _offer_decodes(self:PDPair):
+    while self.to_d:
+        rid, params = self.to_d[0]
+        prompt, max_tokens = self.prefilling[rid]
+        if not _offer(self.D, Request(rid, prompt, max_tokens=max_tokens, kv_transfer_params=params)): return
+        self.to_d.popleft(); del self.prefilling[rid]
+
+@patch
+def send_to_decode(self:PDPair, request_id:str, prompt:list, max_tokens:int, kv_transfer_params:dict|None):
+    "Hand D a request P prefilled, with its `kv_transfer_params` (what an `on_handoff` that held it back sends later)."
+    self.prefilling[request_id] = (prompt, max_tokens)
+    self.to_d.append((request_id, kv_transfer_params))
+
+@patch
+def _hand_off(self:PDPair, output:EngineCoreOutput):
+    "P finished a request: queue it for D with P's `kv_transfer_params` (or what `on_handoff` returns; None: the proxy lets it go)."
+    params = dict(output.kv_transfer_params or {}) if self.on_handoff is None else self.on_handoff(output)
+    if params is None: del self.prefilling[output.request_id]
+    else: self.to_d.append((output.request_id, params))
+
+@patch
+def step(self:PDPair)->list:
+    "One step of the proxy: what P's queue bound held back to P, P's step, each prefill P finished to D, D's step; D's `EngineCoreOutput`s."
+    self._offer_prefills()
+    for o in (self.P.step() if self.P.has_work() else []):
+        if o.finish_reason is not None and o.request_id in self.prefilling: self._hand_off(o)
+    self._offer_decodes()
+    outputs = self.D.step() if self.D.has_work() else []
+    self.idle_steps = 0 if self._busy(outputs) else self.idle_steps + 1
+    return outputs
+
+@patch
+def _busy(self:PDPair, outputs:list)->bool:
+    "Did the step do anything: D produced, D runs a request, or P has one unfinished (an engine in another process: one in flight)."
+    if not hasattr(self.P, 'scheduler'): return bool(outputs) or self.P.has_work() or self.D.has_work()
+    return bool(outputs) or bool(self.D.scheduler.running) or self.P.scheduler.has_unfinished_requests()
+
+@patch
+def has_work(self:PDPair)->bool: return bool(self.to_p or self.to_d or self.P.has_work() or self.D.has_work())
+
+@patch
+def abort_request(self:PDPair, request_id:str):
+    "Abort a request wherever it is (held by the proxy, on P, on D); both engines forget it."
+    self.prefilling.pop(request_id, None)
+    self.to_p = deque(r for r in self.to_p if r != request_id)
+    self.to_d = deque(x for x in self.to_d if x[0] != request_id)
+    for e in (self.P, self.D):
+        e.abort_request(request_id); e.outputs.pop(request_id, None); e.finished.pop(request_id, None)
+
+@patch
+def generate(self:PDPair, prompts:list, max_tokens:int=8, max_steps:int=10_000)->list:
+    "Run prompts (lists of token ids) through the proxy to completion; D's outputs, in order (`TimeoutError` when `max_steps` runs out first)."
+    req_ids = [f'req-{next(self.request_counter)}' for _ in prompts]  # never an id an earlier call used
+    for req_id, prompt in zip(req_ids, prompts): self.check_request(req_id, prompt, max_tokens)
+    for req_id, prompt in zip(req_ids, prompts): self._admit(req_id, prompt, max_tokens)
+    for _ in range(max_steps):
+        if not self.has_work(): break
+        self.step()
+    for rid, params in [x for x in self.to_d if x[0] in req_ids]:
+        if params: self.D.decline_remote_kv(rid, params)  # never sent to D: P's blocks back now
+    for rid in req_ids:
+        if rid in self.prefilling: self.abort_request(rid)
+    _finish_or_raise(self.D, [self.P, self.D], req_ids, max_steps)
+    return [self.D.outputs[req_id] for req_id in req_ids]
+
+@patch(as_prop=True)
+def spec_stats(self:PDPair): return self.D.scheduler.spec_decoding_stats

@@ -1,4 +1,4 @@
-"""`NixlTransport`: the engine's `KVTransport` over real NIXL transfers (one agent per process, UCX backend), D reading P's blocks and GDN states with a completion notice, checksums on every transfer, fault injection, and a failure path to D-side recompute, and a schema'd wire format (msgpack, no pickle). [P/D over NIXL](39a_nixl_pd.ipynb) runs whole engines over it in two processes.
+"""`NixlTransport`: the engine's `KVTransport` over real NIXL transfers (one agent per process, UCX backend), D reading P's blocks and GDN states with a completion notice, checksums on every transfer, fault injection, and a failure path to D-side recompute, and a schema'd wire format (msgpack, no pickle). [P/D over NIXL](62_nixl_pd.ipynb) runs whole engines over it in two processes.
 
 Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/nixl_transport.html.md"""
 

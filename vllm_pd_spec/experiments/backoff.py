@@ -9,7 +9,7 @@ __all__ = ['LEGACY_0271', 'ARMS', 'TOL', 'RELEASE_LOOKAHEAD', 'RELEASE_BACKOFF',
            'PROMPT_LEN', 'MAX_TOKENS', 'TEMPERATURE', 'DEFAULT', 'QUICK', 'VARIANTS', 'FULL', 'SWEEP_RUN',
            'SEED_FIGURE', 'NOTES', 'ARM_FIGURES', 'Continuation', 'prompt_drafter_kv', 'FinalKV',
            'reference_drafter_kv', 'census', 'predicted', 'num_matched', 'PromptSplit', 'serve_arm', 'release_backoff',
-           'taint', 'acceptance', 'prompt_set', 'run_setting', 'run_settings', 'run', 'summarize']
+           'taint', 'arm_acceptance', 'prompt_set', 'run_setting', 'run_settings', 'run', 'summarize']
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #9f5d71ce
 import contextlib, itertools, multiprocessing, time, torch
@@ -34,7 +34,7 @@ ARMS = arms(
     Arm('backoff', role='fixed', label='0.34.0 (NIXL)', what='vLLM 0.34.0 with NIXL (#55055; 0.33.0 has the same _prefill_backoff): backoff max(1 if GDN, L - 1), no hand-off'),
     Arm('reset on add', role='ours', runner=dict(reprefill_state='reset on add'), label='ours (0.34.0 + reset on add)',
         what="ours: 0.34.0, and a request never re-prefills the drafter's per-slot rows it did not write (the remedy for D's padded first step)"),
-    Arm('handoff', role='upstream', runner=dict(handoff=True), backoff=contracts.backoff.handoff_prefill_backoff, label='upstream main (opt-in prototype)',
+    Arm('handoff', role='upstream', runner=dict(handoff=True), kv_transfer=dict(prefill_backoff=contracts.backoff.handoff_prefill_backoff), label='upstream main (opt-in prototype)',
         what="upstream main's opt-in prototype: P computes every prompt token and ships its last max(1, L) hidden "
              "states; D samples from them and runs no target forward for prompt positions; no backoff"),
     Arm('backoff+handoff', role='ours', runner=dict(handoff=True), label='ours', what="ours: 0.34.0's backoff and the hand-off together"),
@@ -159,14 +159,14 @@ def serve_arm(arm:Arm|str, # an arm, or its name in `ARMS`
          )->dict:
     "Serve `prompts` in one arm: outputs, the decoder's `SpecDecodingStats` (vLLM's, drafted-only), `StepLog`, final drafter KV, P's continuations, stale re-prefills, the prompt split."
     arm = ARMS[arm] if isinstance(arm, str) else arm
-    if backoff is not None and arm.pd: arm = replace(arm, backoff=backoff)
+    if backoff is not None and arm.pd: arm = replace(arm, kv_transfer=arm.kv_transfer | dict(prefill_backoff=backoff))
+    if remote_backoff is not None and arm.pd: arm = replace(arm, decode=arm.decode | dict(kv_transfer=dict(prefill_backoff=remote_backoff)))
     def observers(engines):
         D = engines[-1]
         watch = dict(D=[StepLog(), FinalKV(D, contracts.backoff.drafter_modules(D.runner.cfg.speculative_config)), PromptSplit()])
         return watch | (dict(P=[Continuation(), PromptSplit()]) if len(engines) == 2 else {})
-    remote = {} if remote_backoff is None else dict(decode_kw=dict(kv_transfer_config=KVTransferConfig(prefill_backoff=remote_backoff)))
     s = serve(arm, model, prompts, method=method, k=k, sampling=sampling, transport=transport, observers=observers, max_tokens=max_tokens,
-              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, device=device, **remote)
+              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, device=device)
     (log, kv, d_split), (cont, p_split) = s.observers['D'], s.observers.get('P', [None, None])
     b, b_d = (e.scheduler.connector.prefill_backoff() for e in s.engines) if arm.pd else (0, 0)
     return dict(arm=arm.name, outputs=s.outputs, stats=s.stats, stats_drafted=s.decoder.scheduler.spec_decoding_stats_drafted,
@@ -232,7 +232,7 @@ def taint(run:dict, # what `serve_arm` returned
                 fix_contract_mismatches=fix_mismatched, invariant=(split_ok and not fix_mismatched) if pd else sum(per_request) == 0)
 
 # %% ../../nbs/52_prefill_backoff_experiment.ipynb #417b1829
-def acceptance(run:dict, # what `serve_arm` returned
+def arm_acceptance(run:dict, # what `serve_arm` returned
                k:int, # drafts per step
                steps:int=16, # decode-step indices to report
               )->dict:
@@ -282,7 +282,7 @@ def run_setting(model_name:str, # 'text-attn' or 'text-hybrid'
         r = serve_arm(name, model, k, prompts, max_tokens, sampling, device, max_num_seqs, transport=transport)
         ref = r['outputs'] if name == 'standalone' else ref
         out[name] = dict(arm=name, ours=ARMS[name].ours, label=ARMS[name].label, backoff=r['backoff'], handoff_window=r['handoff_window'],
-                         **acceptance(r, k), **taint(r, model, prompts, k), identical_outputs=r['outputs'] == ref,
+                         **arm_acceptance(r, k), **taint(r, model, prompts, k), identical_outputs=r['outputs'] == ref,
                          requests_differing=sum(a != b for a, b in zip(r['outputs'], ref)),
                          lossless=r['outputs'] == ref if temperature == 0 else None, max_num_seqs=max_num_seqs, seconds=round(r['seconds'], 2))
         if bar is not None: bar.update()

@@ -9,20 +9,18 @@ __all__ = ['K', 'BLOCK', 'MODEL', 'QUICK', 'FULL', 'holes', 'standalone_rows', '
 
 # %% ../../nbs/59c_draft_accounting_experiment.ipynb #edd7d62e
 import itertools, random, torch
-from dataclasses import replace
-from ..config import KVTransferConfig
+from functools import partial
 from ..contracts.draft_accounting import STORE_FORMS
 from ..contracts.draft_groups import drop_group_ids
 from ..engine.kv_cache_manager import get_kv_cache_config
-from ..engine.llm_engine import EngineDeadError, LLMEngine, PDPair
+from ..engine.llm_engine import EngineDeadError
 from ..engine.request import Request
 from ..engine.runner import drafter_layer_names
-from ..engine.transport import LocalTransport
 from ..engine.kv_groups import cache_groups
 from ..engine.offload import CPUStore, OffloadConfig, OffloadSpec, StoreAssertionError
 from ..model.drafters import load_model, model_prompts
-from .common import (conversations, serve_turns, longest_turn, engine_configs,
-    reference, lossless, sweep, SILENT, experiment_main)
+from .common import (Arm, serve, conversations, serve_turns, longest_turn, engine_configs,
+    serve_sizes, reference, lossless, sweep, SILENT, experiment_main)
 
 # %% ../../nbs/59c_draft_accounting_experiment.ipynb #f36a0775
 K, BLOCK, MODEL = 3, 16, 'text-attn'
@@ -41,6 +39,13 @@ def _died(dead:EngineDeadError)->str:
     if not isinstance(dead.__cause__, StoreAssertionError): raise dead
     return str(dead.__cause__)
 
+def _or_death(drive, engine, prompts:list, max_tokens:int):
+    "`serve`'s `drive` that returns the `EngineDeadError` that ended the run, its requests still unfinished on `engine` as `unfinished`."
+    try: return drive(engine, prompts, max_tokens)
+    except EngineDeadError as dead:
+        dead.unfinished = [q for e in ((engine.P, engine.D) if hasattr(engine, 'P') else (engine,)) for q in e.scheduler.requests.values() if not q.is_finished()]
+        return dead
+
 def standalone_rows(methods=('mtp', 'eagle'), num_convs:int=6, max_tokens:int=32, forms=STORE_FORMS, load_masks=('fixed', 'legacy'),
                     bar=SILENT)->list:
     "Two turns with the tier, per drafter, store form and load mask: holes, hits, deaths, losslessness."
@@ -52,13 +57,14 @@ def standalone_rows(methods=('mtp', 'eagle'), num_convs:int=6, max_tokens:int=32
         for form, mask in itertools.product(forms, load_masks):
             store = CPUStore()
             tier = OffloadSpec(store, OffloadConfig(drop_group_ids=drop, store_form=form, load_mask=mask))
-            eng = LLMEngine(replace(cfg(), cache_config=replace(cfg().cache_config, drop_group_ids=drop)), model, dtype=torch.float64,
-                            kv_cache_config=kvc, kv_transfer_config=KVTransferConfig(offload=tier))  # the local cache drops what the tier drops
+            arm = Arm(f'{form}, {mask} mask', role='fixed' if (form, mask) == ('fixed', 'fixed') else 'legacy', pd=False,
+                      cache=dict(drop_group_ids=drop), kv_transfer=dict(offload=tier))  # the local cache drops what the tier drops
             row = dict(method=method, k=K, store_form=form, load_mask=mask, drop_group_ids=sorted(drop))
-            count = lambda first, store=store: holes(store, [a + o for (a, _), o in zip(convs, first)])  # after the first turn
-            try: r = serve_turns(eng, convs, max_tokens, evict=True, between=count)
-            except EngineDeadError as dead:  # the tracker's assertion kills the engine core
-                rows.append(row | dict(engine_died=_died(dead), requests_lost=sum(not q.is_finished() for q in eng.scheduler.requests.values())))
+            count = lambda eng, first, store=store: holes(store, [a + o for (a, _), o in zip(convs, first)])  # after the first turn
+            r = serve(arm, model, [a for a, _ in convs], method=method, k=K, max_tokens=max_tokens, kv_cache_config=kvc,
+                      drive=partial(_or_death, lambda eng, ps, n: serve_turns(eng, convs, n, evict=True, between=count)), **serve_sizes(cfg())).outputs
+            if isinstance(r, EngineDeadError):  # the tracker's assertion kills the engine core
+                rows.append(row | dict(engine_died=_died(r), requests_lost=len(r.unfinished)))
             else: rows.append(row | dict(engine_died=None, holes=r['between'], hit_tokens=sum(r['hits']),
                                          **lossless(r['outputs'], reference(cfg(), model, r['prompts'], max_tokens, refs))))
             bar.update()
@@ -75,17 +81,16 @@ def decode_rows(methods=('mtp', 'eagle'), num_prompts:int=8, lengths:tuple=(160,
         kvc = get_kv_cache_config(cfg(), drafter_layer_names=layers)
         ref = reference(cfg(), model, prompts, max_tokens)
         for form in forms:
-            t, store, drop = LocalTransport(), CPUStore(), drop_group_ids(cache_groups(kvc, layers), method)
+            store, drop = CPUStore(), drop_group_ids(cache_groups(kvc, layers), method)
             tier = OffloadSpec(store, OffloadConfig(drop_group_ids=drop, store_form=form))  # on D, behind its P/D connector
-            pd = PDPair(method, K, model=model, transport=t, scheduler_config=cfg().scheduler_config, cache_config=cfg().cache_config,
-                        decode_cache_config=replace(cfg().cache_config, drop_group_ids=drop), dtype=torch.float64, kv_cache_config=kvc,
-                        decode_kw=dict(kv_transfer_config=KVTransferConfig(offload=tier)))
-            D = pd.D
+            arm = Arm(form, role='fixed' if form == 'fixed' else 'legacy', decode=dict(cache=dict(drop_group_ids=drop), kv_transfer=dict(offload=tier)))
+            served = serve(arm, model, prompts, method=method, k=K, max_tokens=max_tokens, kv_cache_config=kvc, drive=partial(_or_death, lambda pair, ps, n: pair.generate(ps, n)),
+                           **serve_sizes(cfg()))
+            out, D = served.outputs, served.decoder
             row = dict(method=method, k=K, store_form=form)
-            try: out = pd.generate(prompts, max_tokens)
-            except EngineDeadError as dead:
+            if isinstance(out, EngineDeadError):
                 done = sum(f'req-{i}' in D.finished for i in range(num_prompts))
-                rows.append(row | dict(engine_died=_died(dead), requests_finished=done, requests_lost=num_prompts - done))
+                rows.append(row | dict(engine_died=_died(out), requests_finished=done, requests_lost=num_prompts - done))
             else: rows.append(row | dict(engine_died=None, requests_finished=num_prompts, requests_lost=0,
                                          holes=holes(store, [p + o for p, o in zip(prompts, out)]), lossless=out == ref))
             bar.update()

@@ -10,16 +10,13 @@ __all__ = ['K', 'METHODS', 'TRANSFER_ARMS', 'PREFIX_FORMS', 'CONSUMER_PHASES', '
 
 # %% ../../nbs/59a_draft_groups_experiment.ipynb #3cfc32ef
 import itertools, torch
-from dataclasses import replace
-from ..config import KVTransferConfig
 from ..contracts.draft_groups import consumer_drop_group_ids, decode_draft_kv, reported_54926_layout, transfer_group_ids
-from ..engine.llm_engine import LLMEngine
 from ..engine.runner import drafter_layer_names
 from ..engine.transport import LocalTransport
 from ..engine.kv_groups import get_kv_cache_config_own_draft_group, cache_groups, TransferSetWorker, DraftGroupRunner
 from ..engine.offload import CPUStore, OffloadConfig, OffloadSpec
 from ..model.drafters import load_model, model_prompts
-from .common import (conversations, serve_turns, longest_turn, engine_configs, Arm, serve,
+from .common import (conversations, turns, longest_turn, engine_configs, Arm, serve,
     serve_sizes, acceptance, reference, lossless, sweep, SILENT, experiment_main)
 
 # %% ../../nbs/59a_draft_groups_experiment.ipynb #f47abf10
@@ -78,9 +75,10 @@ def prefix_rows(models=('text-hybrid', 'text-attn'), methods=METHODS, k:int=K, n
                 drop = {c: consumer_drop_group_ids(groups, method, c, form) for c in ('kv_coordinator', 'offloading')}
                 store = CPUStore()
                 tier = OffloadSpec(store, OffloadConfig(drop_group_ids=drop['offloading']))
-                eng = LLMEngine(replace(cfg(), cache_config=replace(cfg().cache_config, drop_group_ids=drop['kv_coordinator'])), model,
-                                dtype=torch.float64, kv_cache_config=kvc, runner=DraftGroupRunner, kv_transfer_config=KVTransferConfig(offload=tier))
-                r = serve_turns(eng, convs, max_tokens, evict)
+                arm = Arm(f'{form}, {consumer}', role='fixed' if form == 'fixed' else 'legacy', pd=False,
+                          cache=dict(drop_group_ids=drop['kv_coordinator']), kv_transfer=dict(offload=tier))
+                r = serve(arm, model, [a for a, _ in convs], method=method, k=k, max_tokens=max_tokens, kv_cache_config=kvc, runner=DraftGroupRunner,
+                          drive=turns(convs, evict), **serve_sizes(cfg())).outputs
                 rows.append(dict(model=model_name, method=method, k=k, form=form, consumer=consumer, drop_group_ids=sorted(drop[consumer]),
                                  groups=[g.kind + ('+draft' if g.num_draft_layers else '') for g in groups],
                                  hit_tokens=sum(r['hits']), prompt_tokens=sum(map(len, r['prompts'])),

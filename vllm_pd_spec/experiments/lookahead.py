@@ -6,19 +6,19 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/lookahead_experiment.html.md""
 
 # %% auto #0
 __all__ = ['MODEL', 'NO_SPEC', 'DEFAULT', 'FULL', 'BUDGET', 'MAX_TOKENS', 'NOTES', 'LEGACY_LABEL', 'FIXED_LABEL', 'DEVICES',
-           'DEVICES_WHY', 'text_model', 'mtp_engine', 'paired', 'drafter_reach', 'no_spec_outputs', 'chunked_prompts',
-           'chunked_prefill_run', 'reserve_rows', 'pair_prompts', 'prefix_pair_run', 'publication_rows', 'window_case',
-           'window_rows', 'runner_row', 'v0290_figure', 'verdict', 'run']
+           'DEVICES_WHY', 'text_model', 'mtp_arm', 'serve_mtp', 'paired_lengths', 'drafter_reach', 'no_spec_outputs',
+           'chunked_prompts', 'chunked_prefill_run', 'reserve_rows', 'pair_prompts', 'prefix_pair_run',
+           'publication_rows', 'window_case', 'window_rows', 'runner_row', 'v0290_figure', 'verdict', 'run']
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #c6b98674
 import functools, torch
 from dataclasses import replace
-from ..config import Fixes, SpeculativeConfig, LayerSpec, ModelConfig, VllmConfig, SchedulerConfig, CacheConfig, check
+from ..config import Fixes, SpeculativeConfig, LayerSpec, ModelConfig, check
 from ..contracts import lookahead
 from ..engine.request import Request
-from ..engine.kv_cache_manager import SlotChecker, get_kv_cache_config
+from ..engine.kv_cache_manager import SlotChecker
 from ..engine.toy_runner import ToyRunner
-from ..engine.llm_engine import LLMEngine, StepObserver, make_config
+from ..engine.llm_engine import StepObserver, make_config
 from ..model.drafters import load_model, model_prompts
 from .common import ExperimentResult, Arm, serve, torch_threads, sweep, SILENT, StepLog, paired_diff
 from ..tables import reader_table, setup_text
@@ -31,23 +31,32 @@ def text_model(name:str=MODEL):
     "The realistic model in float64, loaded once per process."
     return load_model(name, torch.float64)
 
-def mtp_engine(k:int, # MTP drafts per step (modules used)
-               fixes:Fixes=Fixes(), # `lookahead_contract` on (fixed) or off (vLLM 0.27.1)
-               budget:int=1024, # the scheduler's token budget per step
-               max_num_seqs:int=1, # running requests at most
-               num_blocks:int=128, # KV blocks in the pool
-               drop:bool=True, # the EAGLE/MTP last-block drop (False: `disable_eagle_block_drop`, the ablation)
-              )->LLMEngine:
-    "An engine running `text-attn` with multi-module MTP, `k` drafts per step, float64."
-    m = text_model()
-    vc = make_config('mtp', k, fixes=fixes, model=m, scheduler_config=SchedulerConfig(max_num_batched_tokens=budget,
-                     max_num_seqs=max_num_seqs), cache_config=CacheConfig(num_gpu_blocks=num_blocks))
-    if not drop: vc = replace(vc, speculative_config=replace(vc.speculative_config, disable_eagle_block_drop=True))
-    return LLMEngine(vc, m, dtype=torch.float64)
+def mtp_arm(fixes:Fixes=Fixes(), # `lookahead_contract` on (fixed) or off (vLLM 0.27.1)
+            drop:bool=True, # the EAGLE/MTP last-block drop (False: `disable_eagle_block_drop`, the ablation)
+           )->Arm:
+    "One engine's arm: the contract's consumers or 0.27.1's, with the last-block drop or without it."
+    fixed = fixes.lookahead_contract
+    return Arm(('fixed' if fixed else 'legacy') + ('' if drop else ', no block drop'), fixes, 'fixed' if fixed else 'legacy', pd=False,
+               label='0.34.0' if fixed else '0.27.1', speculative={} if drop else dict(disable_eagle_block_drop=True))
 
-def paired(legacy:list, # per-request acceptance lengths, legacy arm
-           fixed:list, # the same requests, fixed arm
-          )->dict:
+def serve_mtp(k:int, # MTP drafts per step (modules used)
+              prompts:list, # what `drive` serves
+              drive, # `drive(engine, prompts, max_tokens)`: the run
+              fixes:Fixes=Fixes(), # `lookahead_contract` on (fixed) or off (vLLM 0.27.1)
+              budget:int=1024, # the scheduler's token budget per step
+              max_num_seqs:int=1, # running requests at most
+              num_blocks:int=128, # KV blocks in the pool
+              drop:bool=True, # the EAGLE/MTP last-block drop (False: the ablation)
+              max_tokens:int=32, # tokens per request
+              observers=None, # as `serve`'s
+             ):
+    "`drive` on one engine running `text-attn` with multi-module MTP, `k` drafts per step, float64 (`serve`'s `Served`)."
+    return serve(mtp_arm(fixes, drop), text_model(), prompts, k=k, max_tokens=max_tokens, max_num_batched_tokens=budget, max_num_seqs=max_num_seqs,
+                 num_blocks=num_blocks, own_pool=True, observers=observers, drive=drive)
+
+def paired_lengths(legacy:list, # per-request acceptance lengths, legacy arm
+                   fixed:list, # the same requests, fixed arm
+                  )->dict:
     "The kit's `paired_diff` (fixed − legacy per request, 95% Student-t half-width) and whether its interval excludes 0."
     d = paired_diff(fixed, legacy)
     return dict(diff=d['mean'], ci95=d['ci95'], n=d['n'], differs=d['n'] > 1 and abs(d['mean']) > d['ci95'])
@@ -80,20 +89,20 @@ def chunked_prefill_run(k:int, # drafts per step
                         max_tokens:int=32, # tokens generated per request
                        )->dict:
     "Requests one at a time under a `budget`-token step: outputs, acceptance per request, chunks ending in the drafter's reach."
-    eng = mtp_engine(k, fixes, budget, max_num_seqs=1, num_blocks=64)
-    acc, L = eng.add_observer(StepLog()), drafter_reach(k)  # the release's reach, not the contract's number: the check must see a wrong one
-    short = []
-    def watch(scheduler_output):
-        "Chunks that stop with 0 < remaining < L prompt tokens."
-        for rid in scheduler_output.num_scheduled_tokens:
-            r = eng.scheduler.requests[rid]
-            if 0 < r.num_prompt_tokens - r.num_computed_tokens < L: short.append(rid)
-    eng.add_observer(StepObserver(on_schedule=watch))
-    ids = [f'r{i}' for i in range(len(prompts))]
-    for rid, p in zip(ids, prompts): eng.add_request(Request(rid, p, max_tokens=max_tokens))
-    eng.run()
-    return dict(outputs=[eng.outputs[r] for r in ids], lengths=[acc.pooled([r]) for r in ids], pooled=acc.pooled(ids),
-                short_chunks=len(short))
+    L, short, ids = drafter_reach(k), [], [f'r{i}' for i in range(len(prompts))]  # the release's reach, not the contract's number: the check must see a wrong one
+    def drive(eng, prompts, max_tokens):
+        def watch(scheduler_output):
+            "Chunks that stop with 0 < remaining < L prompt tokens."
+            for rid in scheduler_output.num_scheduled_tokens:
+                r = eng.scheduler.requests[rid]
+                if 0 < r.num_prompt_tokens - r.num_computed_tokens < L: short.append(rid)
+        eng.add_observer(StepObserver(on_schedule=watch))
+        for rid, p in zip(ids, prompts): eng.add_request(Request(rid, p, max_tokens=max_tokens))
+        eng.run()
+        return [eng.outputs[r] for r in ids]
+    s = serve_mtp(k, prompts, drive, fixes, budget, max_num_seqs=1, num_blocks=64, max_tokens=max_tokens, observers=[StepLog()])
+    acc = s.observers[0]
+    return dict(outputs=s.outputs, lengths=[acc.pooled([r]) for r in ids], pooled=acc.pooled(ids), short_chunks=len(short))
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #d9876d99
 def reserve_rows(ks=(2, 4), # drafts per step, one row each
@@ -108,7 +117,7 @@ def reserve_rows(ks=(2, 4), # drafts per step, one row each
         l, f = (chunked_prefill_run(k, ps, fx, budget, max_tokens) for fx in (Fixes().off('lookahead_contract'), Fixes()))
         ref = no_spec_outputs(ps, max_tokens)
         rows.append(dict(consumer='scheduler', setting=f'chunked prefill, MTP k={k}', k=k, requests=len(ps),
-                         legacy=round(l['pooled'], 4), fixed=round(f['pooled'], 4), **paired(l['lengths'], f['lengths']),
+                         legacy=round(l['pooled'], 4), fixed=round(f['pooled'], 4), **paired_lengths(l['lengths'], f['lengths']),
                          outputs_equal=l['outputs'] == f['outputs'], legacy_lossless=l['outputs'] == ref, fixed_lossless=f['outputs'] == ref,
                          legacy_short_chunks=l['short_chunks'],
                          fixed_short_chunks=f['short_chunks']))
@@ -133,22 +142,26 @@ def prefix_pair_run(k:int, # drafts per step
                     max_tokens:int=32, # tokens each request generates
                    )->dict:
     "A, then B = A's tokens so far + `turn` once 0.27.1 would have published A's re-prefillable tail: B's hit and acceptance."
-    eng = mtp_engine(k, fixes, budget=1024, max_num_seqs=2, num_blocks=128, drop=drop)
-    assert eng.scheduler.kv_cache_manager.use_eagle == drop
-    acc, bs, L = eng.add_observer(StepLog()), eng.scheduler.block_size, k
-    a = Request('a', prompt, max_tokens=max_tokens)
-    eng.add_request(a)
-    legacy_published = [0]
-    def watch(scheduler_output):
-        "Where 0.27.1 would have published A's blocks up to, after this step's allocation."
-        if 'a' in scheduler_output.num_scheduled_tokens: legacy_published[0] = min(a.num_computed_tokens, a.num_tokens) // bs * bs
-    eng.add_observer(StepObserver(on_schedule=watch))
-    b = None
-    while eng.has_work() or b is None:
-        if eng.has_work(): eng.step()
-        if b is None and (a.is_finished() or legacy_published[0] > a.num_computed_tokens - (L - 1)):
-            b = Request('b', list(a.all_token_ids) + list(turn), max_tokens=max_tokens)
-            eng.add_request(b)
+    def drive(eng, prompts, max_tokens):
+        "A's steps, B sent in between; B."
+        assert eng.scheduler.kv_cache_manager.use_eagle == drop
+        bs, L = eng.scheduler.block_size, k
+        a = Request('a', prompt, max_tokens=max_tokens)
+        eng.add_request(a)
+        legacy_published = [0]
+        def watch(scheduler_output):
+            "Where 0.27.1 would have published A's blocks up to, after this step's allocation."
+            if 'a' in scheduler_output.num_scheduled_tokens: legacy_published[0] = min(a.num_computed_tokens, a.num_tokens) // bs * bs
+        eng.add_observer(StepObserver(on_schedule=watch))
+        b = None
+        while eng.has_work() or b is None:
+            if eng.has_work(): eng.step()
+            if b is None and (a.is_finished() or legacy_published[0] > a.num_computed_tokens - (L - 1)):
+                b = Request('b', list(a.all_token_ids) + list(turn), max_tokens=max_tokens)
+                eng.add_request(b)
+        return b
+    s = serve_mtp(k, [prompt], drive, fixes, budget=1024, max_num_seqs=2, num_blocks=128, drop=drop, max_tokens=max_tokens, observers=[StepLog()])
+    eng, b, acc = s.engine, s.outputs, s.observers[0]
     return dict(b_hit=eng.finished['b'].num_cached_tokens, b_length=acc.pooled(['b']), a_length=acc.pooled(['a']),
                 b_draft_steps=len(acc.drafted('b')), b_accepted=sum(acc.drafted('b')), outputs=eng.outputs['b'],
                 b_at=len(b.prompt_token_ids) - len(turn), b_prompt=list(b.prompt_token_ids))
@@ -172,7 +185,7 @@ def publication_rows(ks=(4,), # drafts per step, one row each (and one per ablat
             rows.append(dict(consumer='kv_cache_coordinator',
                              setting=f'prefix hit, MTP k={k}' + ('' if drop else ', no block drop (ablation)'), k=k,
                              drop=drop, requests=len(pairs), legacy=round(pooled(l), 4), fixed=round(pooled(f), 4),
-                             **paired([r['b_length'] for r in l], [r['b_length'] for r in f]),
+                             **paired_lengths([r['b_length'] for r in l], [r['b_length'] for r in f]),
                              outputs_equal=[r['outputs'] for r in l] == [r['outputs'] for r in f], legacy_lossless=lossless(l),
                              fixed_lossless=lossless(f),
                              legacy_hit_tokens=sum(r['b_hit'] for r in l), fixed_hit_tokens=sum(r['b_hit'] for r in f)))
@@ -188,26 +201,27 @@ def window_case(k:int, # MTP modules = drafts per step
                 decode_steps:int=6, # decode steps
                )->dict:
     "Sliding-window reads of the target and of the MTP drafter's re-prefill that hit a freed block."
-    spec = SpeculativeConfig('mtp', k, num_mtp_modules=k)
-    vc = VllmConfig(spec, ModelConfig((LayerSpec('sliding_window', sliding_window),), block_size), fixes=fixes,
-                    scheduler_config=SchedulerConfig(max_num_batched_tokens=8192))
-    engine = LLMEngine(vc, runner=ToyRunner, kv_cache_config=get_kv_cache_config(vc, 128))
-    s, L = engine.scheduler, drafter_reach(k)  # the release's reach: the check's reference
-    chk, W, decoding = SlotChecker(s.kv_cache_manager), sliding_window, []
-    out = dict(target=0, drafter=0)
-    def check_reads(scheduler_output):
-        "This step's window reads; in decode, the drafter's re-prefill reads too."
-        end = s.requests['r'].num_computed_tokens
-        start = end - scheduler_output.num_scheduled_tokens['r']
-        out['target'] += len(chk.check_read('r', 0, range(max(0, start - W + 1), end), 'target'))
-        if decoding:
-            first = max(0, start - (L - 1))
-            out['drafter'] += len(chk.check_read('r', 0, range(max(0, first - W + 1), end), 'drafter'))
-        decoding.append(start)
-    engine.add_observer(StepObserver(on_schedule=check_reads))
-    engine.add_request(Request('r', list(range(1, num_prompt_tokens + 1)), max_tokens=decode_steps * (k + 1) + 2))
-    for _ in range(decode_steps + 1): engine.step()
-    return out
+    L, W, out = drafter_reach(k), sliding_window, dict(target=0, drafter=0)  # the release's reach: the check's reference
+    def drive(engine, prompts, max_tokens):
+        s, decoding = engine.scheduler, []
+        chk = SlotChecker(s.kv_cache_manager)
+        def check_reads(scheduler_output):
+            "This step's window reads; in decode, the drafter's re-prefill reads too."
+            end = s.requests['r'].num_computed_tokens
+            start = end - scheduler_output.num_scheduled_tokens['r']
+            out['target'] += len(chk.check_read('r', 0, range(max(0, start - W + 1), end), 'target'))
+            if decoding:
+                first = max(0, start - (L - 1))
+                out['drafter'] += len(chk.check_read('r', 0, range(max(0, first - W + 1), end), 'drafter'))
+            decoding.append(start)
+        engine.add_observer(StepObserver(on_schedule=check_reads))
+        engine.add_request(Request('r', prompts[0], max_tokens=max_tokens))
+        for _ in range(decode_steps + 1): engine.step()
+        return out
+    arm = replace(mtp_arm(fixes), speculative=dict(num_mtp_modules=k))  # no model: the stand-in runner, k modules
+    return serve(arm, ModelConfig((LayerSpec('sliding_window', sliding_window),)), [list(range(1, num_prompt_tokens + 1))], k=k,
+                 max_tokens=decode_steps * (k + 1) + 2, max_num_batched_tokens=8192, max_num_seqs=16, num_blocks=128, own_pool=True,
+                 block_size=block_size, runner=ToyRunner, drive=drive).outputs
 
 # %% ../../nbs/51_lookahead_experiment.ipynb #95cb9408
 def window_rows(ks=(2, 4), windows=(8,), lengths=range(8, 24), block_size:int=4,

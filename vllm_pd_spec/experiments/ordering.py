@@ -6,35 +6,46 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/truncation_ordering_experiment
 
 # %% auto #0
 __all__ = ['GDN_HYBRID', 'DEFAULT', 'FULL', 'SEED', 'NUM_DOCS', 'MAX_LEN', 'HEADLINE_BLOCK', 'NOTES', 'DEVICES', 'DEVICES_WHY',
-           'p_engine', 'p_request', 'fix3_case', 'pair_rows', 'prefix_stream', 'stream_run', 'stream_rows', 'run']
+           'p_arm', 'serve_p', 'p_request', 'fix3_case', 'pair_rows', 'prefix_stream', 'stream_run', 'stream_rows',
+           'run']
 
 # %% ../../nbs/53_truncation_ordering_experiment.ipynb #e80715a3
 import random
+from dataclasses import asdict
 from functools import partial
-from ..config import (Fixes, SpeculativeConfig, LayerSpec, ModelConfig, VllmConfig, SchedulerConfig, CacheConfig,
-                                 make_kv_transfer_params)
+from ..config import Fixes, SpeculativeConfig, LayerSpec, ModelConfig, make_kv_transfer_params
 from ..contracts import ordering
 from ..engine.request import Request
 from ..engine.scheduler import SchedulerAssertionError
 from ..engine.toy_runner import ToyRunner
-from ..engine.llm_engine import LLMEngine, StepObserver, EngineDeadError
-from .common import ExperimentResult, sweep, SILENT
+from ..engine.llm_engine import StepObserver, EngineDeadError
+from .common import ExperimentResult, Arm, serve, sweep, SILENT
 from ..tables import reader_table, setup_text
 
 # %% ../../nbs/53_truncation_ordering_experiment.ipynb #4c4fbda4
 GDN_HYBRID = ModelConfig((LayerSpec('full_attention'), LayerSpec('gdn')), block_size=16)
 
-def p_engine(block_size:int, # KV block size
-             spec:SpeculativeConfig|None=None, # speculation (sets the backoff with fix 2)
-             fixes:Fixes=Fixes(), # `truncation_ordering` on or off
-             num_blocks:int=512, # KV blocks in the pool
-             budget:int=8192, # the scheduler's token budget per step
-            )->LLMEngine:
-    "A P instance of the GDN hybrid without a model, whose D reads every published block at the next step."
-    vc = VllmConfig(spec, ModelConfig(GDN_HYBRID.layers, block_size), 'prefill', fixes,
-                    SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=64, pad_spec_decode=False),
-                    CacheConfig(num_gpu_blocks=num_blocks))
-    return LLMEngine(vc, runner=partial(ToyRunner, ack_sends=True))
+def p_arm(fixes:Fixes=Fixes(), # `truncation_ordering` on or off
+          spec:SpeculativeConfig|None=None, # speculation (sets the backoff with fix 2)
+         )->Arm:
+    "The arm of a P instance without a model: the hook order's fix, and the speculative fields beyond method and k."
+    fixed = fixes.truncation_ordering
+    return Arm('fixed' if fixed else 'legacy', fixes, 'fixed' if fixed else 'legacy', pd=False, instance='prefill', label='0.34.0' if fixed else '0.27.1',
+               scheduler=dict(pad_spec_decode=False),
+               speculative={} if spec is None else {f: v for f, v in asdict(spec).items() if f not in ('method', 'num_speculative_tokens')})
+
+def serve_p(block_size:int, # KV block size
+            prompts:list, # what `drive` serves
+            drive, # `drive(engine, prompts, max_tokens)`: the run
+            spec:SpeculativeConfig|None=None, # speculation (sets the backoff with fix 2)
+            fixes:Fixes=Fixes(), # `truncation_ordering` on or off
+            num_blocks:int=512, # KV blocks in the pool
+            budget:int=8192, # the scheduler's token budget per step
+           ):
+    "`drive` on a P instance of the GDN hybrid without a model, whose D reads every published block at the next step; what `drive` returned."
+    return serve(p_arm(fixes, spec), GDN_HYBRID, prompts, method=spec and spec.method, k=spec.num_speculative_tokens if spec else 1, max_tokens=1,
+                 max_num_seqs=64, max_num_batched_tokens=budget, num_blocks=num_blocks, own_pool=True, block_size=block_size,
+                 runner=partial(ToyRunner, ack_sends=True), drive=drive).outputs
 
 def p_request(request_id:str, prompt:list)->Request:
     "A request as the proxy sends it to P: `do_remote_decode`, one output token."
@@ -46,17 +57,19 @@ def fix3_case(num_prompt_tokens:int, # N, the prompt as it arrives
               fixes:Fixes=Fixes(), # `truncation_ordering` on or off
              )->dict:
     "Two identical prompts on a P instance: does the second kill the engine?"
-    engine = p_engine(block_size, spec, fixes, 4 * (num_prompt_tokens // block_size + 4))
-    s, prompt = engine.scheduler, list(range(1, num_prompt_tokens + 1))
-    engine.add_request(p_request('A', prompt))
-    while 'A' in s.requests: engine.step()  # A has finished and D has read its blocks
-    _, hit = s.kv_cache_manager.get_computed_blocks(Request('probe', prompt, block_size=block_size))
-    backoff, scheduled = s.connector.prefill_backoff(), {}
-    engine.add_request(p_request('B', prompt))
-    engine.add_observer(StepObserver(on_schedule=lambda scheduler_output: scheduled.update(scheduler_output.num_scheduled_tokens)))
-    try: engine.step(); num_new, died, lost = scheduled.get('B', 0), False, 0
-    except EngineDeadError as e:
-        num_new, died, lost = 0, isinstance(e.__cause__, SchedulerAssertionError), len(e.lost)
+    prompt = list(range(1, num_prompt_tokens + 1))
+    def drive(engine, prompts, max_tokens):
+        "A until D has read its blocks, then B's first step: the hit B's untruncated prompt finds, the backoff, B's tokens, the death."
+        s = engine.scheduler
+        engine.add_request(p_request('A', prompt))
+        while 'A' in s.requests: engine.step()  # A has finished and D has read its blocks
+        _, hit = s.kv_cache_manager.get_computed_blocks(Request('probe', prompt, block_size=block_size))
+        backoff, scheduled = s.connector.prefill_backoff(), {}
+        engine.add_request(p_request('B', prompt))
+        engine.add_observer(StepObserver(on_schedule=lambda scheduler_output: scheduled.update(scheduler_output.num_scheduled_tokens)))
+        try: engine.step(); return hit, backoff, scheduled.get('B', 0), False, 0
+        except EngineDeadError as e: return hit, backoff, 0, isinstance(e.__cause__, SchedulerAssertionError), len(e.lost)
+    hit, backoff, num_new, died, lost = serve_p(block_size, [prompt], drive, spec, fixes, 4 * (num_prompt_tokens // block_size + 4))
     fixed = fixes.truncation_ordering
     predicted_new = (ordering.schedule_num_new_tokens if fixed else ordering.legacy_schedule_num_new_tokens)(
         num_prompt_tokens, block_size, hit, backoff)
@@ -100,18 +113,21 @@ def stream_run(prompts:list, # the stream (`prefix_stream`)
                budget:int=96, # the scheduler's token budget per step
               )->dict:
     "Deaths and requests lost over one stream on a P instance restarted after each death."
-    engine, pending = p_engine(block_size, spec, fixes, budget=budget), list(enumerate(prompts))
-    out = dict(requests=len(prompts), deaths=0, lost=0, finished=0)
-    while pending or engine.has_work():
-        for _ in range(arrivals_per_step):
-            if pending: i, p = pending.pop(0); engine.add_request(p_request(f'r{i}', p))
-        try: engine.step()
-        except EngineDeadError as e:
-            if not isinstance(e.__cause__, SchedulerAssertionError): raise
-            out['deaths'] += 1; out['finished'] += len(engine.finished)
-            out['lost'] += len(set(e.lost) - set(engine.finished))  # `lost` names every request it held, finished ones whose blocks wait for D too
-            engine = p_engine(block_size, spec, fixes, budget=budget)
-    out['finished'] += len(engine.finished)
+    pending, out = list(enumerate(prompts)), dict(requests=len(prompts), deaths=0, lost=0, finished=0)
+    def lifetime(engine, prompts, max_tokens)->bool:
+        "One P instance's life: the stream until it ends or the engine dies; whether it died."
+        while pending or engine.has_work():
+            for _ in range(arrivals_per_step):
+                if pending: i, p = pending.pop(0); engine.add_request(p_request(f'r{i}', p))
+            try: engine.step()
+            except EngineDeadError as e:
+                if not isinstance(e.__cause__, SchedulerAssertionError): raise
+                out['deaths'] += 1; out['finished'] += len(engine.finished)
+                out['lost'] += len(set(e.lost) - set(engine.finished))  # `lost` names every request it held, finished ones whose blocks wait for D too
+                return True
+        out['finished'] += len(engine.finished)
+        return False
+    while serve_p(block_size, prompts, lifetime, spec, fixes, budget=budget): pass  # P restarted cold after each death
     assert out['finished'] + out['lost'] == out['requests'], out
     return out
 

@@ -11,10 +11,10 @@ __all__ = ['KS', 'NUM_REQUESTS', 'SEEDS', 'MAX_TOKENS', 'NUM_BLOCKS', 'MAX_NUM_S
 
 # %% ../../nbs/54_dflash_slots_experiment.ipynb #cc9c8d89
 import random, torch
-from ..config import Fixes, SchedulerConfig, CacheConfig, check, check_int
+from ..config import Fixes, check, check_int
 from ..engine.request import Request
 from ..engine.kv_cache_manager import SlotChecker
-from ..engine.llm_engine import LLMEngine, StepObserver, make_config
+from ..engine.llm_engine import LLMEngine, StepObserver
 from ..model.drafters import load_model, model_prompts
 from .common import ExperimentResult, Arm, serve, kv_slots, sweep, SILENT, check_device, mean_ci, paired_diff
 from ..tables import reader_table, setup_text
@@ -91,15 +91,19 @@ def stream_case(k:int, # DFlash drafts per step
                 device:str='cpu', # where the engine runs
                )->dict:
     "Serve the stream once: outputs, drafts, acceptance, every stray write and the requests it reached."
-    cfg = make_config('dflash', k, fixes=fixes, block_size=block_size, model=model,
-                      scheduler_config=SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=256),
-                      cache_config=CacheConfig(num_gpu_blocks=num_blocks))
-    eng = LLMEngine(cfg, model, device=device, dtype=next(model.parameters()).dtype, slot_checker=StrayWrites)
-    stray = eng.runner.slot_checker
-    log = eng.add_observer(StreamLog(stray, block_size))
     ids = [f'r{i}' for i in range(len(prompts))]
-    for rid, p in zip(ids, prompts): eng.add_request(Request(rid, p, max_tokens=max_tokens))
-    eng.run()
+    def drive(eng, prompts, max_tokens):
+        "The stream, every request at once, watched by the runner's `StrayWrites` and a `StreamLog`."
+        log = eng.add_observer(StreamLog(eng.runner.slot_checker, block_size))
+        for rid, p in zip(ids, prompts): eng.add_request(Request(rid, p, max_tokens=max_tokens))
+        eng.run()
+        return log
+    fixed = fixes.dflash_slots
+    arm = Arm('fixed' if fixed else 'legacy', fixes, 'fixed' if fixed else 'legacy', pd=False)
+    served = serve(arm, model, prompts, method='dflash', k=k, max_tokens=max_tokens, max_num_seqs=max_num_seqs, max_num_batched_tokens=256,
+                   num_blocks=num_blocks, own_pool=True, block_size=block_size, device=device, slot_checker=StrayWrites, drive=drive)  # blocks reused on purpose
+    eng, log = served.engine, served.outputs
+    stray = eng.runner.slot_checker
     live = {o for _, _, _, kind, o in stray.landed if kind == 'other_request'}
     victims = sorted(live | set(log.reused_corrupted), key=ids.index)
     return dict(ids=ids, outputs=[eng.outputs[r] for r in ids], drafts=log.drafts,

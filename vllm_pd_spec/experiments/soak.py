@@ -14,10 +14,10 @@ import argparse, gc, json, os, random, re, resource, time
 from collections import Counter
 import torch
 from ..config import make_kv_transfer_params, check, check_choice, check_output_path, SchedulerConfig, CacheConfig
-from ..engine.llm_engine import EngineDeadError, LLMEngine, make_config
+from ..engine.llm_engine import EngineDeadError, LLMEngine, PDPair, make_config
 from ..engine.request import Request
 from ..engine.transport import LocalTransport, PDConnectorWorker, digest
-from ..engine.nixl_pd import build_toy_engine, run_standalone
+from ..engine.toy_kv_runner import build_toy_engine, run_standalone
 from ..model.drafters import load_model, model_prompts
 from .common import save_run, load_run, runs_dir, check_transport
 
@@ -208,20 +208,34 @@ def soak(requests:int=2000, # requests to send
             if config not in pairs:  # each setting's pair is built once and serves it in every round (memory flat after the first)
                 t = (FaultyLocal(table, timeout_s=timeout_s, lease_s=lease_s, clock=lambda: now[0]) if transport == 'local'
                      else __import__('vllm_pd_spec.engine.nixl_transport', fromlist=['NixlPair']).NixlPair(timeout_s=timeout_s, lease_s=lease_s))
-                pairs[config] = (t, *_pair(config, t, oracle, pools[len(pairs) % len(pools)], p_blocks), _prompt_source(config[0], rng, oracle))
-            t, P, D, (prefixes, draw) = pairs[config]
+                pairs[config] = (t, PDPair.from_engines(*_pair(config, t, oracle, pools[len(pairs) % len(pools)], p_blocks), t),
+                                 _prompt_source(config[0], rng, oracle))
+            t, pair, (prefixes, draw) = pairs[config]
+            P, D = pair.P, pair.D
             key = '/'.join(map(str, config))
             state = dict(sent=0, it=0, idle=0, last_end=0, t_last=time.monotonic())
             held_back = {}  # request id -> (iterations left, params) before the proxy sends it to D (`delay` over NIXL)
 
-            def to_d(rid, params):
+            def to_d(rid, params)->dict:
+                "The params the proxy hands D `rid` with: P's, or made short or junk by the request's fault."
                 i = info[rid]
                 params = dict(params or {})
                 if i['fault'] == 'short_read' and params.get('remote_block_ids'):
                     params['remote_block_ids'] = [list(g)[:max(0, len(g) - 1)] for g in params['remote_block_ids']]
                 elif i['fault'] == 'junk_params': params = _junk(params, rng)
-                D.add_request(Request(rid, i['prompt'], max_tokens=i['max_tokens'], kv_transfer_params=params))
                 i['where'] = 'D'; i['d_at'] = state['it']
+                return params
+
+            def on_handoff(o):
+                "P finished a request: to D (`to_d`), or lost, orphaned or held back; P forgets it."
+                rid, i = o.request_id, info[o.request_id]
+                P.outputs.pop(rid, None); P.finished.pop(rid, None)
+                if o.finish_reason == 'abort': end(rid, 'engine_aborted'); return None  # P gave it up: lost to its client
+                if i['event'] == 'orphan':  # the client left: the proxy gives P's blocks back at once
+                    D.decline_remote_kv(rid, o.kv_transfer_params); end(rid, 'orphaned'); return None
+                if i['fault'] == 'delay' and transport == 'nixl': held_back[rid] = (3, o.kv_transfer_params); i['where'] = 'proxy'; return None
+                return to_d(rid, o.kv_transfer_params)
+            pair.on_handoff = on_handoff
 
             def burst():
                 nonlocal sent
@@ -232,8 +246,8 @@ def soak(requests:int=2000, # requests to send
                     event = rng.choice(EVENTS) if fault is None and rng.random() < event_rate else None
                     prefix = rng.randrange(len(prefixes))  # one of the shared prefixes, then tokens of its own
                     prompt, n_out = list(prefixes[prefix]) + draw(rng.randint(1, 24)), rng.randint(*max_tokens)
-                    try: D.check_request(Request(rid, prompt, max_tokens=n_out, kv_transfer_params=make_kv_transfer_params(do_remote_prefill=True)))
-                    except ValueError:  # D could never run it (its pool): refused before P computes anything, as `PDPair` does
+                    try: pair.add_request(rid, prompt, n_out)
+                    except ValueError:  # D could never run it (its pool): the proxy refuses it before P computes anything
                         counts['refused'] += 1
                         if bar is not None: bar.update(1)
                         continue
@@ -246,7 +260,6 @@ def soak(requests:int=2000, # requests to send
                     elif transport == 'nixl' and fault in ('fail', 'timeout'): t.t[D.engine_id].faults[rid] = fault  # D's read
                     elif transport == 'nixl' and fault == 'corrupt_p': t.t[P.engine_id].faults[rid] = 'corrupt'  # P's block
                     new[rid] = (prompt, n_out)
-                    P.add_request(Request(rid, prompt, max_tokens=1, kv_transfer_params=make_kv_transfer_params(do_remote_decode=True)))
                 ref.update(oracle(config[0], new))
 
             while True:
@@ -255,32 +268,21 @@ def soak(requests:int=2000, # requests to send
                 if not stop and len(info) < max_outstanding and rng.random() < 0.3: burst()
                 for rid, i in list(info.items()):  # events that fire this iteration
                     if i['event'] == 'abort_p' and i['where'] == 'P' and it - i['at'] >= i['abort_after']:
-                        P.abort_request(rid); P.finished.pop(rid, None); P.outputs.pop(rid, None); end(rid, 'aborted_p')
+                        pair.abort_request(rid); end(rid, 'aborted_p')
                     elif i['event'] == 'abort_d' and i['where'] == 'D' and it - i['d_at'] >= i['abort_after']:
-                        D.abort_request(rid); D.outputs.pop(rid, None); D.finished.pop(rid, None); end(rid, 'aborted_d')
+                        pair.abort_request(rid); end(rid, 'aborted_d')
                 ended = len(info)
-                if P.has_work():
-                    for o in P.step():
-                        if o.finish_reason is None or o.request_id not in info or info[o.request_id]['where'] != 'P': continue
-                        rid, i = o.request_id, info[o.request_id]
-                        P.outputs.pop(rid, None); P.finished.pop(rid, None)
-                        if o.finish_reason == 'abort': end(rid, 'engine_aborted'); continue  # P gave it up: lost to its client
-                        if i['event'] == 'orphan':  # the client left: the proxy gives P's blocks back at once
-                            D.decline_remote_kv(rid, o.kv_transfer_params); end(rid, 'orphaned'); continue
-                        if i['fault'] == 'delay' and transport == 'nixl': held_back[rid] = (3, o.kv_transfer_params); i['where'] = 'proxy'; continue
-                        to_d(rid, o.kv_transfer_params)
-                for rid, (k_left, params) in list(held_back.items()):
-                    if k_left > 0: held_back[rid] = (k_left - 1, params)
-                    else: del held_back[rid]; to_d(rid, params)
-                if D.has_work():
-                    for o in D.step():
-                        if o.finish_reason is None or o.request_id not in info: continue
-                        rid = o.request_id
-                        out = D.outputs.pop(rid, []); D.finished.pop(rid, None)
-                        if o.finish_reason == 'abort': end(rid, 'engine_aborted'); continue  # given up by the engine: lost to its client
-                        i = end(rid, 'completed'); coverage[i['config']] += 1
-                        if out != ref[rid]: mismatched.append(dict(request=rid, config=i['config'], fault=i['fault'], got=out, want=ref[rid],
-                                                                   shares_corrupted_prefix=i['prefix'] in corrupted))
+                for rid, (k_left, params) in list(held_back.items()):  # held back from P's hand-off three iterations ago: to D now
+                    if k_left > 1: held_back[rid] = (k_left - 1, params)
+                    else: del held_back[rid]; pair.send_to_decode(rid, info[rid]['prompt'], info[rid]['max_tokens'], to_d(rid, params))
+                for o in pair.step():  # P's step, its finished prefills handed to D (`on_handoff`), D's step
+                    if o.finish_reason is None or o.request_id not in info: continue
+                    rid = o.request_id
+                    out = D.outputs.pop(rid, []); D.finished.pop(rid, None)
+                    if o.finish_reason == 'abort': end(rid, 'engine_aborted'); continue  # given up by the engine: lost to its client
+                    i = end(rid, 'completed'); coverage[i['config']] += 1
+                    if out != ref[rid]: mismatched.append(dict(request=rid, config=i['config'], fault=i['fault'], got=out, want=ref[rid],
+                                                               shares_corrupted_prefix=i['prefix'] in corrupted))
                 for rid in [r for r in ref if r not in info]: ref.pop(rid)
                 if len(info) < ended or not info: state['last_end'], state['t_last'] = it, time.monotonic()
                 if bar is not None and it % 50 == 0: bar.set_postfix(setting=key, in_flight=len(info), mismatched=len(mismatched), rss=f'{rss_mib():.0f}MiB')
@@ -295,7 +297,8 @@ def soak(requests:int=2000, # requests to send
             if rss['warm'] is None and seg >= WARM_ROUNDS * len(configs) and sent - len(info) >= 0.1 * requests: gc.collect(); rss['warm'] = rss_mib()
     except EngineDeadError as e: dead = repr(e.__cause__ or e)
     gc.collect(); rss['end'] = rss_mib()
-    for t, P, D, _ in pairs.values():  # what every pair still holds at the end (each drained after its last segment)
+    for t, pair, _ in pairs.values():  # what every pair still holds at the end (each drained after its last segment)
+        P, D = pair.P, pair.D
         for e, side in ((P, 'P'), (D, 'D')): totals['leaked'][side] += _leaked(e)
         totals['held'] += _held(t); totals['recomputed'] += D.scheduler.num_recomputed_loads; totals['preemptions'] += D.scheduler.num_preemptions
         totals['d_failures'].update(w for _, w in D.worker.failures); totals['stranded'].update(P=P.num_stranded, D=D.num_stranded)

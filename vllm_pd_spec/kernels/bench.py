@@ -6,14 +6,15 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/kernel_bench.html.md"""
 
 # %% auto #0
 __all__ = ['BENCH_FNS', 'TARGETS', 'SUITE_TESTS', 'MAX_BATCHES', 'bench_step', 'CudaTimer', 'CpuTimer', 'bench', 'targets',
-           'bench_table', 'in_vllm', 'run_suite', 'load_run', 'run_header', 'plot_run', 'add_bench_args',
-           'check_bench_args', 'run_bench']
+           'bench_table', 'in_vllm', 'run_suite', 'run_header', 'plot_run', 'add_bench_args', 'check_bench_args',
+           'run_bench']
 
 # %% ../../nbs/24_kernel_bench.ipynb #275d8ffc
 import argparse, json, os, platform, random, subprocess, sys, time, traceback
 from pathlib import Path
 import torch
 from ..config import check_output_path
+from ..runs import load_run
 from .combine import (combine_sampled_and_draft_tokens, triton, _triton_kernel, _Launch, _empty_kernel,
                                           _num_warps, _combine_block, launch_mode)
 from .assemble import assemble_inputs
@@ -294,11 +295,6 @@ def run_suite(vllm=None, # vLLM's source: see `find_input_batch`
     return run, 0 if ok else 1
 
 # %% ../../nbs/24_kernel_bench.ipynb #451b4b90
-def load_run(path='runs/kernel_bench.json')->dict|None:
-    "A saved run of `run_suite`, or None."
-    p = Path(path)
-    return json.loads(p.read_text()) if p.is_file() else None
-
 def run_header(run:dict)->str:
     "Where and what: the device, vLLM's source, the tests, the comparison, the launch path."
     v, t, e = run.get('vllm', {}), run.get('tests') or {}, run.get('equality') or {}
