@@ -264,10 +264,9 @@ def soak(requests:int=2000, # requests to send
                         P.abort_request(rid); P.finished.pop(rid, None); P.outputs.pop(rid, None); end(rid, 'aborted_p')
                     elif i['event'] == 'abort_d' and i['where'] == 'D' and it - i['d_at'] >= i['abort_after']:
                         D.abort_request(rid); D.outputs.pop(rid, None); D.finished.pop(rid, None); end(rid, 'aborted_d')
-                ended, stepped = len(info), 0  # stepped: outputs the engines' steps gave this iteration
+                ended = len(info)
                 if P.has_work():
-                    outputs = P.step(); stepped += len(outputs)
-                    for o in outputs:
+                    for o in P.step():
                         if o.finish_reason is None or o.request_id not in info or info[o.request_id]['where'] != 'P': continue
                         rid, i = o.request_id, info[o.request_id]
                         P.outputs.pop(rid, None); P.finished.pop(rid, None)
@@ -280,8 +279,7 @@ def soak(requests:int=2000, # requests to send
                     if k_left > 0: held_back[rid] = (k_left - 1, params)
                     else: del held_back[rid]; to_d(rid, params)
                 if D.has_work():
-                    outputs = D.step(); stepped += len(outputs)
-                    for o in outputs:
+                    for o in D.step():
                         if o.finish_reason is None or o.request_id not in info: continue
                         rid = o.request_id
                         out = D.outputs.pop(rid, []); D.finished.pop(rid, None)
@@ -298,7 +296,6 @@ def soak(requests:int=2000, # requests to send
                 if stop and not info:  # draining: let P's leases run out (in-process time jumps; over NIXL it passes)
                     if transport == 'local': now[0] += lease_s
                     else: time.sleep(0.001)
-                elif transport == 'nixl' and not stepped: time.sleep(0.001)  # only waiting on the wire or a deadline: give the core up
             check()
             seg += 1
             if rss['warm'] is None and seg >= WARM_ROUNDS * len(configs) and sent - len(info) >= 0.1 * requests: gc.collect(); rss['warm'] = rss_mib()
