@@ -83,3 +83,16 @@ def test_cli_soak_exit_status_json_and_save_checked_first(tmp_path, capsys, monk
 def test_over_nixl():
     r = soak(150, seed=1, transport='nixl', model='toy')
     assert not r['verdict'] and r['mismatched'] == 0, format_report(r)
+
+def test_the_oracle_computes_each_completed_request_once():
+    "Every completed request is compared (none twice), in batches of at most `ORACLE_BATCH`; a request that never completes costs the oracle nothing."
+    import vllm_pd_spec.experiments.soak as S
+    seen, orig = [], S.Oracle.__call__
+    def counting(self, name, requests):
+        seen.append(list(requests)); return orig(self, name, requests)
+    S.Oracle.__call__ = counting
+    try: r = soak(300, seed=4, model='toy', segment=100)  # segments longer than a batch: batches fill mid-segment, the rest at its end
+    finally: S.Oracle.__call__ = orig
+    ids = [rid for batch in seen for rid in batch]
+    assert len(ids) == len(set(ids)) == r['completed'] and not r['verdict'], format_report(r)
+    assert max(map(len, seen)) == S.ORACLE_BATCH and min(map(len, seen)) < S.ORACLE_BATCH

@@ -6,8 +6,8 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/soak.html.md"""
 
 # %% auto #0
 __all__ = ['FAULTS', 'NIXL_FAULTS', 'PROXY_FAULTS', 'EVENTS', 'SOAK_MODELS', 'TEXT_MODELS', 'DRAFTERS', 'SOAK_LIMITS',
-           'WARM_ROUNDS', 'RSS_BOUND', 'REPORT', 'FaultyLocal', 'soak_configs', 'Oracle', 'rss_mib', 'soak', 'verdict',
-           'format_report', 'add_soak_args', 'save_soak', 'run_soak']
+           'ORACLE_BATCH', 'WARM_ROUNDS', 'RSS_BOUND', 'REPORT', 'FaultyLocal', 'soak_configs', 'Oracle', 'rss_mib',
+           'soak', 'verdict', 'format_report', 'add_soak_args', 'save_soak', 'run_soak']
 
 # %% ../../nbs/61_soak.ipynb #6a701ed6
 import argparse, gc, json, os, random, re, resource, time
@@ -159,6 +159,7 @@ def _junk(params:dict, rng:random.Random)->dict:
                                ('remote_num_tokens', -1), ('remote_request_id', None)])
     return dict(params, **{field: value})
 
+ORACLE_BATCH = 32  # completed requests the oracle computes at once (and those left when a setting's segment ends)
 WARM_ROUNDS = 2  # memory's baseline: once every setting has been served this many times (its caches, pools and histories full)
 
 def soak(requests:int=2000, # requests to send
@@ -193,13 +194,22 @@ def soak(requests:int=2000, # requests to send
     totals = dict(leaked=Counter(), held=0, recomputed=0, d_failures=Counter(), injected=Counter(), stranded=Counter(), preemptions=0, lease_expired=0)
     rss = dict(start=rss_mib(), warm=None, end=None)
     bar = progress(requests) if progress is not None else None
-    info, ref, corrupted, seg, pairs = {}, {}, set(), 0, {}
+    info, done, corrupted, seg, pairs = {}, [], set(), 0, {}  # done: completed requests waiting for the oracle
 
     def end(rid, how):
         i = info.pop(rid); counts[how] += 1
         table.pop(rid, None)  # the harness keeps nothing per request either
         if bar is not None: bar.update(1)
         return i
+
+    def check():
+        "The oracle's outputs for the completed requests in `done`, in one batch (one setting's, so one model); each compared token for token."
+        if not done: return
+        want = oracle(done[0][1]['model'], {rid: (i['prompt'], i['max_tokens']) for rid, i, _, _ in done})
+        for rid, i, out, shared in done:
+            if out != want[rid]: mismatched.append(dict(request=rid, config=i['config'], fault=i['fault'], got=out, want=want[rid],
+                                                        shares_corrupted_prefix=shared))
+        done.clear()
 
     try:
         while sent < requests and not (seconds is not None and time.perf_counter() - t0 > seconds) and dead is None and stalled is None:
@@ -239,7 +249,6 @@ def soak(requests:int=2000, # requests to send
 
             def burst():
                 nonlocal sent
-                new = {}
                 for _ in range(min(rng.randint(1, 24), n - state['sent'])):
                     rid = f's{sent}'; sent += 1; state['sent'] += 1
                     fault = rng.choice(faults) if rng.random() < fault_rate else None
@@ -252,15 +261,13 @@ def soak(requests:int=2000, # requests to send
                         if bar is not None: bar.update(1)
                         continue
                     info[rid] = dict(prompt=prompt, prefix=(key, prefix), max_tokens=n_out, fault=fault, event=event, where='P',
-                                     at=state['it'], abort_after=rng.randint(0, 6), config=key)
+                                     at=state['it'], abort_after=rng.randint(0, 6), config=key, model=config[0])
                     if fault == 'corrupt_p': corrupted.add((key, prefix))
                     if fault: fault_counts[fault] += 1
                     if event: event_counts[event] += 1
                     if fault and transport == 'local' and fault not in PROXY_FAULTS: table[rid] = fault  # FaultyLocal reads it
                     elif transport == 'nixl' and fault in ('fail', 'timeout'): t.t[D.engine_id].faults[rid] = fault  # D's read
                     elif transport == 'nixl' and fault == 'corrupt_p': t.t[P.engine_id].faults[rid] = 'corrupt'  # P's block
-                    new[rid] = (prompt, n_out)
-                ref.update(oracle(config[0], new))
 
             while True:
                 state['it'] += 1; now[0] += tick; it = state['it']
@@ -281,9 +288,8 @@ def soak(requests:int=2000, # requests to send
                     out = D.outputs.pop(rid, []); D.finished.pop(rid, None)
                     if o.finish_reason == 'abort': end(rid, 'engine_aborted'); continue  # given up by the engine: lost to its client
                     i = end(rid, 'completed'); coverage[i['config']] += 1
-                    if out != ref[rid]: mismatched.append(dict(request=rid, config=i['config'], fault=i['fault'], got=out, want=ref[rid],
-                                                               shares_corrupted_prefix=i['prefix'] in corrupted))
-                for rid in [r for r in ref if r not in info]: ref.pop(rid)
+                    done.append((rid, i, out, i['prefix'] in corrupted))
+                    if len(done) >= ORACLE_BATCH: check()
                 if len(info) < ended or not info: state['last_end'], state['t_last'] = it, time.monotonic()
                 if bar is not None and it % 50 == 0: bar.set_postfix(setting=key, in_flight=len(info), mismatched=len(mismatched), rss=f'{rss_mib():.0f}MiB')
                 busy = P.has_work() or D.has_work()
@@ -293,9 +299,12 @@ def soak(requests:int=2000, # requests to send
                 if stop and not info:  # draining: let P's leases run out (in-process time jumps; over NIXL it passes)
                     if transport == 'local': now[0] += lease_s
                     else: time.sleep(0.001)
+            check()
             seg += 1
             if rss['warm'] is None and seg >= WARM_ROUNDS * len(configs) and sent - len(info) >= 0.1 * requests: gc.collect(); rss['warm'] = rss_mib()
-    except EngineDeadError as e: dead = repr(e.__cause__ or e)
+    except EngineDeadError as e:
+        dead = repr(e.__cause__ or e)
+        check()  # what completed before the engine died is compared all the same
     gc.collect(); rss['end'] = rss_mib()
     for t, pair, _ in pairs.values():  # what every pair still holds at the end (each drained after its last segment)
         P, D = pair.P, pair.D
