@@ -1,6 +1,7 @@
 """The text models: corpus split, tokenizer, shipped weights and cards, the engine serving them (lossless in float64),
 training's smallest configuration on CPU, and on CUDA the fla prefill path against ours."""
 import json, math, pytest, torch
+from dataclasses import replace
 from vllm_pd_spec.model.corpus import (corpus_files, load_tokenizer, train_tokenizer, token_stream, heldout_prompts,
                                        encode, decode, EOS_ID, MASK_ID, CORPUS, TOKENIZER)
 from vllm_pd_spec.model.drafters import load_model, model_prompts, MODELS, DATA, SpecModel, VARIANTS
@@ -60,7 +61,7 @@ def test_engine_serves_text_model_losslessly(method):
 
 def test_training_smallest_config_cpu():
     from vllm_pd_spec.model.train_text import train_text, TINY
-    m, rec = train_text('attn', cfg=TINY, log=None)
+    m, rec = train_text('attn', cfg=replace(TINY, target_steps=10, drafter_steps=1, eval_every=9, eval_batches=1), log=None)
     t = [r for r in rec['log'] if r['stage'] == 'target']
     assert t[-1]['target'] < t[0]['target'] < math.log(m.args.vocab_size) + 1
 

@@ -90,6 +90,17 @@ class Browser:
         while (m := self._read(deadline)) is not None:
             if 'method' in m: self._dispatch(m)
 
+    def visit(self, urls, fn, tabs=3, width=1280, height=900, settle=0.3):
+        "`{url: fn(tab)}` for every one of `urls`, loaded `tabs` at a time in tabs of `width` x `height`, each once settled."
+        todo, free, busy, out = list(urls)[::-1], [self.tab(width, height) for _ in range(tabs)], {}, {}
+        while todo or busy:
+            while free and todo:
+                t = free.pop(); busy[t] = todo.pop(); t.start(busy[t])
+            self.pump(0.02)
+            for t, url in list(busy.items()):
+                if t.settled(settle): out[url] = fn(t); del busy[t]; free.append(t)
+        return out
+
     def tab(self, width=1280, height=900):
         "A new tab of `width` x `height` CSS pixels, its network watched (workers included)."
         tid = self.send('Target.createTarget', url='about:blank')['targetId']
@@ -121,18 +132,28 @@ class Tab:
         self.b._events = keep
         return loaded
 
-    def goto(self, url, settle=0.3, timeout=20):
-        "Load `url`, wait for its load event, then until no request has started for `settle` seconds."
-        self.requests = []
+    def start(self, url, timeout=20):
+        "Begin loading `url` without waiting: `settled` says when it has loaded and gone quiet."
+        self.requests, self._loaded, self._quiet_since, self._n = [], False, None, -1
+        self._deadline, self._url = time.monotonic() + timeout, url
         self.b._events = [m for m in self.b._events if self.b.sessions.get(m.get('sessionId')) is not self]
         self.send('Page.navigate', url=url)
-        deadline, loaded = time.monotonic() + timeout, False
-        while not loaded and time.monotonic() < deadline:
-            self.b.pump(0.05); loaded = self._collect()
-        if not loaded: raise TimeoutError(f'{url}: no load event in {timeout} s')
-        n = -1
-        while n != len(self.requests) and time.monotonic() < deadline:
-            n = len(self.requests); self.b.pump(settle); self._collect()
+
+    def settled(self, settle=0.3)->bool:
+        "True once the page `start` began has fired its load event and no request has started for `settle` seconds."
+        self._loaded |= self._collect()
+        now = time.monotonic()
+        if now > self._deadline:
+            if not self._loaded: raise TimeoutError(f'{self._url}: no load event in time')
+            return True
+        if not self._loaded: return False
+        if len(self.requests) != self._n: self._n, self._quiet_since = len(self.requests), now; return False
+        return now - self._quiet_since >= settle
+
+    def goto(self, url, settle=0.3, timeout=20):
+        "Load `url`, wait for its load event, then until no request has started for `settle` seconds."
+        self.start(url, timeout)
+        while not self.settled(settle): self.b.pump(0.05)
 
     def eval(self, expr):
         "The value of a JavaScript expression (awaited when it is a promise)."
