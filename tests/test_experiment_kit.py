@@ -41,3 +41,15 @@ def test_arms_and_observers(hybrid):
     with pytest.raises(ValueError, match="role='best'"): K.Arm('x', role='best')
     with pytest.raises(TypeError, match='an Arm'): K.serve('fixed', hybrid, prompts(1))
     with pytest.raises(ValueError, match="observers=.* is invalid: must be keyed by 'P' and 'D'"): K.serve(K.Arm('fixed'), hybrid, prompts(1), observers={'X': []})
+
+def test_build_gives_serves_engines_not_run():
+    "A P/D arm of model-less engines (the toy's): each engine its own pool (D's from the arm), nothing run or watched; driven later, the standalone toy's outputs."
+    from functools import partial
+    from vllm_pd_spec.engine.kv_cache_manager import get_kv_cache_config
+    from vllm_pd_spec.engine.toy_kv_runner import TOY_MODEL, TOY_DRAFTER, ToyKVRunner, run_standalone
+    toy = dict(method=None, block_size=TOY_MODEL.block_size, runner=ToyKVRunner, kv_cache_config=partial(get_kv_cache_config, drafter_layer_names=TOY_DRAFTER))
+    b = K.build(K.Arm('toy', decode=dict(cache=dict(num_gpu_blocks=24))), TOY_MODEL, 64, **toy)
+    assert b.outputs is None and [e.scheduler.kv_cache_config.num_blocks for e in b.engines] == [64, 24]
+    assert not any(e.has_work() or e.observers for e in b.engines)
+    ps = {'a': [5, 6, 7, 8, 9], 'b': [5, 6, 7, 8, 10, 11]}
+    assert b.engine.generate(list(ps.values()), 4) == list(run_standalone(ps, 4).values())

@@ -102,7 +102,7 @@ def run_standalone(prompts:dict, # request id -> prompt token ids
     "Output tokens per request from one engine that prefills and decodes, its pool sized for every request at once."
     max_tokens = max_tokens if isinstance(max_tokens, dict) else dict.fromkeys(prompts, max_tokens)
     # three KV groups (attention, the GDN state, the drafter), one more token than each request ends with
-    num_blocks = 1 + sum(3 * cdiv(len(p) + max_tokens[r] + 1, TOY_MODEL.block_size) for r, p in prompts.items())
+    num_blocks = 1 + sum(3 * cdiv(len(p) + max_tokens[r] + 1, TOY_MODEL.block_size) for r, p in prompts.items())  # not `pool_blocks`: the engine floor sits below the experiments' kit
     engine = build_toy_engine('standalone', None, num_blocks, prefix_caching=prefix_caching, max_num_seqs=max(1, len(prompts)))
     for req_id, prompt in prompts.items(): engine.add_request(Request(req_id, prompt, max_tokens=max_tokens[req_id]))
     engine.run()

@@ -6,7 +6,7 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/experiments_common.html.md"""
 
 # %% auto #0
 __all__ = ['ROLES', 'DECODE_FIELDS', 'STANDALONE', 'CI_WORDS', 'SILENT', 'ExperimentResult', 'torch_threads', 'check_device',
-           'check_transport', 'make_transport', 'Arm', 'arms', 'pool_blocks', 'Served', 'serve', 'kv_slots',
+           'check_transport', 'make_transport', 'Arm', 'arms', 'pool_blocks', 'Served', 'serve', 'build', 'kv_slots',
            'acceptance', 'StepLog', 'first_divergence', 'differing', 'match_summary', 't975', 'mean_ci', 'paired',
            'paired_diff', 'decides', 'pm', 'conversations', 'second_turn', 'serve_turns', 'turns', 'longest_turn',
            'engine_configs', 'serve_sizes', 'reference', 'lossless', 'sweep', 'experiment_main']
@@ -21,6 +21,7 @@ from ..config import (Fixes, SchedulerConfig, CacheConfig, RunnerConfig, KVTrans
     check_int, check_choice, check_type, is_int)
 from ..engine.request import Request
 from ..engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
+from ..engine.transport import LocalTransport
 
 # %% ../../nbs/40_experiments_common.ipynb #f192e1b5
 @dataclass
@@ -202,6 +203,17 @@ def _arm_config(arm:Arm, model, method:str|None, k:int, role:str, block_size:int
     if arm.speculative and vc.speculative_config is not None: vc = replace(vc, speculative_config=replace(vc.speculative_config, **arm.speculative))
     return vc
 
+def _model_less_pair(arm:Arm, model:ModelConfig, method:str|None, k:int, block_size:int, transport, sched:SchedulerConfig, cache:CacheConfig,
+                     rc:RunnerConfig, decode_kw:dict, kw:dict)->PDPair:
+    "A P/D arm's engines whose `runner` stands in for the model: each built from the arm's config for its role, joined by `PDPair`'s proxy."
+    t, pair = transport or LocalTransport(), {f: kw.pop(f) for f in ('decode_k', 'prefill_kw', 'd_prefills', 'kv_connector', 'release') if f in kw}
+    config = lambda role, k, s, c: _arm_config(arm, model, method, k, role, block_size, scheduler_config=s, cache_config=c, runner_config=rc,
+                                               **{f: pair[f] for f in ('kv_connector', 'release') if f in pair})
+    dk, ds, dc = pair.get('decode_k'), kw.pop('decode_scheduler_config', sched), kw.pop('decode_cache_config', cache)
+    P = LLMEngine(config('prefill', k, sched, cache), None, transport=t, **kw | pair.get('prefill_kw', {}))
+    D = LLMEngine(config('decode', k if dk is None else dk, ds, dc), None, transport=t, **kw | decode_kw)
+    return PDPair.from_engines(P, D, t, pair.get('d_prefills', False))
+
 def serve(arm:Arm, # what to build
           model, # the weights (their dtype is the engines'), or a `ModelConfig` for engines whose `runner` stands in for the model
           prompts:list, # token-id lists
@@ -236,20 +248,21 @@ def serve(arm:Arm, # what to build
     kw = dict(device=check_device(device)) | (dict(dtype=next(model.parameters()).dtype) if hasattr(model, 'parameters') else {}) | engine_kw
     if arm.kv_transfer: kw['kv_transfer_config'] = KVTransferConfig(**arm.kv_transfer)  # both connectors
     kw |= arm.engine
-    if callable(kw.get('kv_cache_config')):  # planned once, from the standalone config, for every engine
-        kw['kv_cache_config'] = kw['kv_cache_config'](_arm_config(arm, model, method, k, 'standalone', block_size, scheduler_config=sched,
-                                                                  cache_config=cache, runner_config=rc))
+    plan = kw.get('kv_cache_config')
+    planned = lambda pool: plan(_arm_config(arm, model, method, k, 'standalone', block_size, scheduler_config=sched, cache_config=pool, runner_config=rc))
+    if callable(plan): kw['kv_cache_config'] = planned(cache)  # planned once, from the standalone config, for every engine (D: with its own pool)
     if arm.pd:
         d = arm.decode
         if d.get('scheduler'): kw['decode_scheduler_config'] = replace(sched, **d['scheduler'])
         if d.get('cache'): kw['decode_cache_config'] = replace(cache, **d['cache'])
         decode_kw = kw.pop('decode_kw', {}) | d.get('engine', {}) | (dict(kv_transfer_config=KVTransferConfig(**arm.kv_transfer | d['kv_transfer']))
                                                                      if d.get('kv_transfer') else {})
+        if callable(plan) and d.get('cache'): decode_kw['kv_cache_config'] = planned(kw['decode_cache_config'])
         t = transport if not isinstance(transport, str) else make_transport(transport, len(prompts))
-        check(hasattr(model, 'args'), 'model', model, 'the weights: a P/D arm runs the model')
         check(not arm.speculative, 'speculative', arm.speculative, f'empty: arm {arm.name!r} is a P/D pair (set on one engine only)')
-        engine = PDPair(method, k, arm.fixes, model, block_size, transport=t, scheduler_config=sched, cache_config=cache, runner_config=rc,
-                        decode_kw=decode_kw, **kw)
+        if hasattr(model, 'args'): engine = PDPair(method, k, arm.fixes, model, block_size, transport=t, scheduler_config=sched, cache_config=cache,
+                                                   runner_config=rc, decode_kw=decode_kw, **kw)
+        else: engine = _model_less_pair(arm, model, method, k, block_size, t, sched, cache, rc, decode_kw, kw)
         engines = (engine.P, engine.D)
     else:
         config = _arm_config(arm, model, method, k, arm.instance, block_size, scheduler_config=sched, cache_config=cache, runner_config=rc,
@@ -258,7 +271,7 @@ def serve(arm:Arm, # what to build
         engine = LLMEngine(config, model if hasattr(model, 'args') else None, **kw)
         engines = (engine,)
     preempted = set()
-    for e in engines:
+    for e in (engines if not own_pool else ()):  # watched where a preemption is refused
         e.add_observer(StepObserver(on_schedule=lambda scheduler_output: preempted.update(scheduler_output.preempted_req_ids)))
     _observe(engines, arm.observers)
     observers = _observe(engines, observers)
@@ -266,6 +279,16 @@ def serve(arm:Arm, # what to build
     outputs = (drive or _generate)(engine, prompts, max_tokens)
     if preempted and not own_pool: raise RuntimeError(f'{arm.name}: requests {sorted(preempted)} were preempted; the block pool ({num_blocks}) is too small')
     return Served(arm, outputs, engine, observers, num_blocks, time.time() - t0)
+
+def _no_run(engine, prompts:list, max_tokens:int): return None
+
+def build(arm:Arm, # what to build
+          model, # the weights, or a `ModelConfig` (as `serve`'s)
+          num_blocks:int, # each engine's pool, the caller's own (`own_pool`: the engines are run later, by the caller)
+          **serve_kw, # `serve`'s other arguments, but `prompts`, `own_pool` and `drive`
+         )->Served:
+    "The engines `serve` builds for `arm`, not run: a caller that keeps them drives `Served.engine` itself (`outputs` is None)."
+    return serve(arm, model, [], num_blocks=num_blocks, own_pool=True, drive=_no_run, **serve_kw)
 
 # %% ../../nbs/40_experiments_common.ipynb #c44e6020
 def kv_slots(runner, # an engine's `ModelRunner`
@@ -473,7 +496,7 @@ def engine_configs(model, # the weights
     "`config(role='standalone', k=k)` -> a `VllmConfig` whose pool holds every request at once: `serve_sizes(config())` for `serve`, `config()` to plan KV groups with."
     sched = SchedulerConfig(max_num_batched_tokens=max(1024, num_requests * (k + 1) + longest), max_num_seqs=num_requests,
                             long_prefill_token_threshold=chunk)
-    cache = CacheConfig(num_gpu_blocks=4 * num_requests * (cdiv(longest, block_size) + k + 2) + 8)
+    cache = CacheConfig(num_gpu_blocks=4 * num_requests * (cdiv(longest, block_size) + k + 2) + 8)  # not `pool_blocks`: eviction takes the free queue's head, so figures depend on this size
     return lambda role='standalone', k=k: make_config(method, k, role, block_size=block_size, model=model, scheduler_config=sched,
                                                       cache_config=cache)
 

@@ -6,20 +6,23 @@ Docs: https://vllm-pd-spec.github.io/vllm_pd_spec/soak.html.md"""
 
 # %% auto #0
 __all__ = ['FAULTS', 'NIXL_FAULTS', 'PROXY_FAULTS', 'EVENTS', 'SOAK_MODELS', 'TEXT_MODELS', 'DRAFTERS', 'SOAK_LIMITS',
-           'ORACLE_BATCH', 'WARM_ROUNDS', 'RSS_BOUND', 'REPORT', 'FaultyLocal', 'soak_configs', 'Oracle', 'rss_mib',
-           'soak', 'verdict', 'format_report', 'add_soak_args', 'save_soak', 'run_soak']
+           'TOY_LIMITS', 'PREFIXES', 'PREFIX_LEN', 'SUFFIX_LEN', 'ORACLE_BATCH', 'ORACLE', 'WARM_ROUNDS', 'RSS_BOUND',
+           'REPORT', 'FaultyLocal', 'soak_configs', 'Oracle', 'soak_arm', 'rss_mib', 'soak', 'verdict', 'format_report',
+           'add_soak_args', 'save_soak', 'run_soak']
 
 # %% ../../nbs/61_soak.ipynb #6a701ed6
 import argparse, gc, json, os, random, re, resource, time
 from collections import Counter
+from functools import partial
 import torch
-from ..config import make_kv_transfer_params, check, check_choice, check_output_path, SchedulerConfig, CacheConfig
-from ..engine.llm_engine import EngineDeadError, LLMEngine, PDPair, make_config
+from ..config import check, check_choice, check_output_path
+from ..engine.llm_engine import EngineDeadError, PDPair
 from ..engine.request import Request
 from ..engine.transport import LocalTransport, PDConnectorWorker, digest
-from ..engine.toy_kv_runner import build_toy_engine, run_standalone
+from ..engine.kv_cache_manager import get_kv_cache_config
+from ..engine.toy_kv_runner import TOY_MODEL, TOY_DRAFTER, ToyKVRunner
 from ..model.drafters import load_model, model_prompts
-from .common import save_run, load_run, runs_dir, check_transport
+from .common import Arm, build, serve, pool_blocks, save_run, load_run, runs_dir, check_transport
 
 # %% ../../nbs/61_soak.ipynb #7aafc9c0
 FAULTS = ('delay', 'fail', 'timeout', 'short_read', 'junk_params', 'corrupt', 'corrupt_p', 'lost_notice')
@@ -78,59 +81,82 @@ def soak_configs(model:str='text', # one of `SOAK_MODELS`
     return [(m, d, k) for m in (TEXT_MODELS if model == 'text' else (model,)) for d in DRAFTERS for k in ((0,) if d is None else (1, 2, 3, 4))]
 
 SOAK_LIMITS = dict(block_size=4, max_model_len=256, p_budget=256, d_budget=64, d_chunk=32, max_num_seqs=16)  # the text engines' sizes
+TOY_LIMITS = dict(block_size=TOY_MODEL.block_size, max_num_batched_tokens=64, max_num_seqs=16)  # the toy engines' sizes (`SchedulerConfig`'s defaults)
+PREFIXES, PREFIX_LEN, SUFFIX_LEN = 8, (8, 32), (1, 24)  # a prompt: one of eight shared prefixes, then tokens of its own
+ORACLE_BATCH = 32  # completed requests the oracle computes at once (and those left when a setting's segment ends)
+ORACLE = Arm('oracle', role='reference', pd=False, cache=dict(enable_prefix_caching=False), label='no P/D, no drafter, no prefix cache')
 
-def _text_engine(role:str, transport, model, method:str|None, k:int, num_blocks:int, budget:int,
-                 prefix_caching:bool=True, max_num_seqs:int=SOAK_LIMITS['max_num_seqs'], chunk:int=0, history:int=64)->LLMEngine:
-    "A float64 engine of the text `model` (a loaded `SpecModel`); `chunk`: its `long_prefill_token_threshold`; `history`: the reads its worker keeps."
-    sc = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_num_seqs, max_model_len=SOAK_LIMITS['max_model_len'],
-                         long_prefill_token_threshold=chunk)
-    vc = make_config(method, max(k, 1), role, model=model, block_size=SOAK_LIMITS['block_size'], scheduler_config=sc,
-                     cache_config=CacheConfig(num_gpu_blocks=num_blocks, enable_prefix_caching=prefix_caching))
-    worker = PDConnectorWorker(f'{role}-0', transport, history=history) if transport is not None else None
-    return LLMEngine(vc, model, transport=transport, dtype=torch.float64, worker=worker)
+def _sizes(name:str, # 'toy' or a text model
+           models:dict, # name -> loaded text model (filled here)
+          )->tuple:
+    "`(model, serve's arguments)` for engines of `name`: the text model in float64 with `SOAK_LIMITS`, or the toy's `ModelConfig` and runner."
+    if name == 'toy': return TOY_MODEL, dict(TOY_LIMITS, runner=ToyKVRunner, kv_cache_config=partial(get_kv_cache_config, drafter_layer_names=TOY_DRAFTER))
+    if name not in models: models[name] = load_model(name, torch.float64)
+    return models[name], dict(block_size=SOAK_LIMITS['block_size'], max_num_batched_tokens=SOAK_LIMITS['p_budget'],
+                              max_num_seqs=SOAK_LIMITS['max_num_seqs'], scheduler=dict(max_model_len=SOAK_LIMITS['max_model_len']))
+
+def _outputs(engine, requests:dict)->dict:
+    "Output tokens per request of `requests` (request id -> (prompt, max_tokens)), each run to its end on `engine`."
+    for rid, (prompt, n) in requests.items(): engine.add_request(Request(rid, prompt, max_tokens=n))
+    engine.run(100_000)
+    return {rid: engine.take_output(rid)[0] for rid in requests}
 
 class Oracle:
-    "The reference: a standalone engine per text model, no drafter, prefix caching off, float64 (the toy: `run_standalone`, fresh per burst)."
-    def __init__(self): self.models, self.engines, self.texts = {}, {}, {}
+    "The reference (`ORACLE`): a standalone engine per text model, no drafter, prefix caching off, float64 (the toy: one fresh per batch)."
+    def __init__(self, max_tokens:int=16, # the most tokens a request asks for (a text engine's pool holds a batch of the longest requests)
+                ):
+        self.max_tokens, self.models, self.engines, self.texts = max_tokens, {}, {}, {}
 
-    def model(self, name:str):
-        "The loaded text model `name` (once)."
-        if name not in self.models: self.models[name] = load_model(name, torch.float64)
-        return self.models[name]
+    def engine(self, name:str):
+        "The standalone engine of text model `name` (built once), its pool sized by `pool_blocks` for a batch of the longest requests."
+        if name not in self.engines:
+            model, sizes = _sizes(name, self.models)
+            longest = [[0] * (PREFIX_LEN[1] + SUFFIX_LEN[1])]
+            num_blocks = pool_blocks(model, longest, self.max_tokens, 0, ORACLE_BATCH, SOAK_LIMITS['block_size'])
+            self.engines[name] = build(ORACLE, model, num_blocks, method=None, k=1, **sizes | dict(max_num_batched_tokens=512, max_num_seqs=ORACLE_BATCH)).engine
+        return self.engines[name]
 
     def __call__(self, name:str, # 'toy' or a text model
                  requests:dict, # request id -> (prompt, max_tokens)
                 )->dict:
         "Output tokens per request, each computed alone (no prefix cache, no drafts, no P/D)."
         if not requests: return {}
-        if name == 'toy': return run_standalone({r: p for r, (p, _) in requests.items()}, {r: n for r, (_, n) in requests.items()}, prefix_caching=False)
-        if name not in self.engines:
-            self.engines[name] = _text_engine('standalone', None, self.model(name), None, 0, 640, 512, prefix_caching=False, max_num_seqs=32)  # a burst at once
-        e = self.engines[name]
-        for rid, (prompt, n) in requests.items(): e.add_request(Request(rid, prompt, max_tokens=n))
-        e.run(100_000)
-        return {rid: e.take_output(rid)[0] for rid in requests}
+        if name != 'toy': return _outputs(self.engine(name), requests)
+        model, sizes = _sizes(name, self.models)
+        return serve(ORACLE, model, [p for p, _ in requests.values()], max_tokens=max(n for _, n in requests.values()),
+                     drive=lambda engine, *_: _outputs(engine, requests), **sizes | dict(method=None, max_num_seqs=len(requests))).outputs
 
-def _pair(config:tuple, transport, oracle:Oracle, d_blocks:int, p_blocks:int)->tuple:
-    "`(P, D)` for one setting over `transport` (its engine ids the defaults: a transport serves one pair)."
+def soak_arm(config:tuple, # a setting: `(model, method, k)`
+             d_blocks:int, # D's pool
+            )->Arm:
+    "The arm a setting's pair is built from: every fix on, D's pool `d_blocks` and, on a text model, D's budget and prefill chunks."
+    decode = dict(cache=dict(num_gpu_blocks=d_blocks))
+    if config[0] != 'toy': decode['scheduler'] = dict(max_num_batched_tokens=SOAK_LIMITS['d_budget'], long_prefill_token_threshold=SOAK_LIMITS['d_chunk'])
+    return Arm('/'.join(map(str, config)), decode=decode)
+
+def _pair(config:tuple, transport, oracle:Oracle, d_blocks:int, p_blocks:int)->PDPair:
+    "The pair of one setting over `transport`, built from its arm (`build`; its engine ids the defaults: a transport serves one pair)."
     name, method, k = config
-    if name == 'toy': return build_toy_engine('prefill', transport, p_blocks), build_toy_engine('decode', transport, d_blocks)
-    m = oracle.model(name)
-    P = _text_engine('prefill', transport, m, method, k, p_blocks, SOAK_LIMITS['p_budget'])
-    D = _text_engine('decode', transport, m, method, k, d_blocks, SOAK_LIMITS['d_budget'], chunk=SOAK_LIMITS['d_chunk'],
-                     history=8)  # the last reads kept (with their states): full within a round, so memory is flat after warm-up
-    return P, D
+    model, sizes = _sizes(name, oracle.models)
+    decode_kw = {} if name == 'toy' else dict(worker=PDConnectorWorker('decode-0', transport, history=8))  # the last reads kept (with their states): full within a round, so memory is flat after warm-up
+    return build(soak_arm(config, d_blocks), model, p_blocks, method=method, k=max(k, 1), transport=transport, decode_kw=decode_kw, **sizes).engine
+
+def _transport(transport:str, inject:dict, now:list, timeout_s:float, lease_s:float):
+    "A setting's transport: `FaultyLocal` over `inject` on the loop's clock (`now[0]`), or a `NixlPair`."
+    if transport == 'local': return FaultyLocal(inject, timeout_s=timeout_s, lease_s=lease_s, clock=lambda: now[0])
+    from vllm_pd_spec.engine.nixl_transport import NixlPair
+    return NixlPair(timeout_s=timeout_s, lease_s=lease_s)
 
 def _prompt_source(name:str, rng:random.Random, oracle:Oracle)->tuple:
-    "`(prefixes, draw)`: eight shared prefixes (8 to 32 tokens) and `draw(n)`, n tokens of text (random ids for the toy)."
+    "`(prefixes, draw)`: `PREFIXES` shared prefixes (`PREFIX_LEN` tokens) and `draw(n)`, n tokens of text (random ids for the toy)."
     if name == 'toy':
-        prefixes = [[rng.randrange(1, 97) for _ in range(rng.randint(8, 32))] for _ in range(8)]
+        prefixes = [[rng.randrange(1, 97) for _ in range(rng.randint(*PREFIX_LEN))] for _ in range(PREFIXES)]
         return prefixes, lambda n: [rng.randrange(1, 97) for _ in range(n)]
-    if name not in oracle.texts: oracle.texts[name] = model_prompts(name, 16, prompt_len=48, reserve=16)  # read the corpus once
+    if name not in oracle.texts: oracle.texts[name] = model_prompts(name, 2 * PREFIXES, prompt_len=48, reserve=16)  # read the corpus once: prefixes, then the rest
     texts = oracle.texts[name]
-    prefixes = [texts[i][:rng.randint(8, 32)] for i in range(8)]
+    prefixes = [texts[i][:rng.randint(*PREFIX_LEN)] for i in range(PREFIXES)]
     def draw(n):
-        t = texts[8 + rng.randrange(8)]
+        t = texts[PREFIXES + rng.randrange(PREFIXES)]
         s = rng.randrange(len(t) - n + 1)
         return list(t[s:s + n])
     return prefixes, draw
@@ -159,7 +185,6 @@ def _junk(params:dict, rng:random.Random)->dict:
                                ('remote_num_tokens', -1), ('remote_request_id', None)])
     return dict(params, **{field: value})
 
-ORACLE_BATCH = 32  # completed requests the oracle computes at once (and those left when a setting's segment ends)
 WARM_ROUNDS = 2  # memory's baseline: once every setting has been served this many times (its caches, pools and histories full)
 
 def soak(requests:int=2000, # requests to send
@@ -188,7 +213,7 @@ def soak(requests:int=2000, # requests to send
     pools = (d_blocks,) if isinstance(d_blocks, int) else tuple(d_blocks)
     segment = segment or (max(10, requests // (3 * len(configs))) if model != 'toy' else max(1, requests // 10))  # text: three rounds
     timeout_s = timeout_s if timeout_s is not None else (1.0 if transport == 'local' else 20.0)
-    oracle, table, now = Oracle(), {}, [0.0]  # `now`: seconds as the loop counts them (the in-process transport's clock)
+    oracle, table, now = Oracle(max_tokens[1]), {}, [0.0]  # `now`: seconds as the loop counts them (the in-process transport's clock)
     counts, fault_counts, event_counts, coverage = Counter(), Counter(), Counter(), Counter()
     mismatched, dead, stalled, sent, t0 = [], None, None, 0, time.perf_counter()
     totals = dict(leaked=Counter(), held=0, recomputed=0, d_failures=Counter(), injected=Counter(), stranded=Counter(), preemptions=0, lease_expired=0)
@@ -216,10 +241,8 @@ def soak(requests:int=2000, # requests to send
             config = configs[seg % len(configs)]
             n = min(segment, requests - sent)
             if config not in pairs:  # each setting's pair is built once and serves it in every round (memory flat after the first)
-                t = (FaultyLocal(table, timeout_s=timeout_s, lease_s=lease_s, clock=lambda: now[0]) if transport == 'local'
-                     else __import__('vllm_pd_spec.engine.nixl_transport', fromlist=['NixlPair']).NixlPair(timeout_s=timeout_s, lease_s=lease_s))
-                pairs[config] = (t, PDPair.from_engines(*_pair(config, t, oracle, pools[len(pairs) % len(pools)], p_blocks), t),
-                                 _prompt_source(config[0], rng, oracle))
+                t = _transport(transport, table, now, timeout_s, lease_s)
+                pairs[config] = (t, _pair(config, t, oracle, pools[len(pairs) % len(pools)], p_blocks), _prompt_source(config[0], rng, oracle))
             t, pair, (prefixes, draw) = pairs[config]
             P, D = pair.P, pair.D
             key = '/'.join(map(str, config))
@@ -254,7 +277,7 @@ def soak(requests:int=2000, # requests to send
                     fault = rng.choice(faults) if rng.random() < fault_rate else None
                     event = rng.choice(EVENTS) if fault is None and rng.random() < event_rate else None
                     prefix = rng.randrange(len(prefixes))  # one of the shared prefixes, then tokens of its own
-                    prompt, n_out = list(prefixes[prefix]) + draw(rng.randint(1, 24)), rng.randint(*max_tokens)
+                    prompt, n_out = list(prefixes[prefix]) + draw(rng.randint(*SUFFIX_LEN)), rng.randint(*max_tokens)
                     try: pair.add_request(rid, prompt, n_out)
                     except ValueError:  # D could never run it (its pool): the proxy refuses it before P computes anything
                         counts['refused'] += 1
@@ -329,10 +352,10 @@ def soak(requests:int=2000, # requests to send
                   recomputed_loads=totals['recomputed'], d_preemptions=totals['preemptions'], lease_expired=totals['lease_expired'], d_failures=dict(totals['d_failures']),
                   rss_mib=dict((k, round(v, 1)) for k, v in rss.items() if v is not None), seconds=round(secs, 1),
                   requests_per_s=round(sent / secs, 1), engine_dead=dead, first_mismatches=mismatched[:3],
-                  setup=dict(d_blocks=list(pools), p_blocks=p_blocks, block_size=SOAK_LIMITS['block_size'] if model != 'toy' else 4,
+                  setup=dict(d_blocks=list(pools), p_blocks=p_blocks, block_size=(SOAK_LIMITS if model != 'toy' else TOY_LIMITS)['block_size'],
                              segment=segment, fault_rate=fault_rate, event_rate=event_rate, max_outstanding=max_outstanding, lease_s=lease_s,
-                             timeout_s=timeout_s, tick=tick, watchdog=watchdog, max_tokens=list(max_tokens), burst=[1, 24], prefixes=8,
-                             prefix_len=[8, 32], suffix_len=[1, 24], fault_kinds=list(faults), limits=SOAK_LIMITS))
+                             timeout_s=timeout_s, tick=tick, watchdog=watchdog, max_tokens=list(max_tokens), burst=[1, 24], prefixes=PREFIXES,
+                             prefix_len=list(PREFIX_LEN), suffix_len=list(SUFFIX_LEN), fault_kinds=list(faults), limits=SOAK_LIMITS))
     report['verdict'] = verdict(report)
     if bar is not None: bar.close()
     return report
