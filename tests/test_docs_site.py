@@ -354,3 +354,10 @@ def test_pngs_ship_in_256_colours():
     import base64, io
     raw = next(iter(page.images.values()))
     assert Image.open(io.BytesIO(raw)).mode == 'P' and len(raw) < len(base64.b64decode(png))
+
+@needs_site
+def test_no_page_shows_a_memory_address():
+    "A default argument rendered as `<function <lambda> at 0x7f...>` changes with every build and tells a reader nothing."
+    strip = lambda html: re.sub(r'<[^>]+>', '', html)
+    shown = {p.name: m.group(0) for p in DOCS.glob('*.html') if (m := re.search(r'\bat 0x[0-9a-f]{8,}', strip(p.read_text())))}
+    assert shown == {}, f'pages showing an object address: {shown}'

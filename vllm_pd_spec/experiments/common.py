@@ -431,7 +431,6 @@ def pm(d:dict # a `paired_diff`
 
 # %% ../../nbs/40_experiments_common.ipynb #7039ca9e
 import argparse, random
-from types import SimpleNamespace
 from ..model.drafters import model_prompts
 
 def conversations(model:str, # the text model they are for (its tokenizer encodes them)
@@ -539,7 +538,13 @@ def lossless(outputs:list, # a run's tokens, request by request
     return dict(requests_differing=sum(d is not None for d in differing(outputs, ref)), lossless=outputs == ref)
 
 # %% ../../nbs/40_experiments_common.ipynb #41848c0f
-SILENT = SimpleNamespace(update=lambda n=1: None, close=lambda: None) # a progress bar that shows nothing
+class _SilentBar:
+    "A progress bar that shows nothing (named in signatures as `SILENT`)."
+    def update(self, n:int=1): pass
+    def close(self): pass
+    def __repr__(self): return 'SILENT'
+
+SILENT = _SilentBar() # a progress bar that shows nothing
 
 @contextlib.contextmanager
 def sweep(progress, # `progress(total)` -> a bar with `.update()` and `.close()`, or None
