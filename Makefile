@@ -10,7 +10,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP := $(BIN)/python -m pip install -q
 SITE_TMP := $(shell mktemp -u -d /tmp/vllm-pd-spec-site.XXXXXX)
 
-.PHONY: demo test install install-dev docs readme gpu-test browser vendor site lab clean wheel
+.PHONY: demo test test-deep install install-dev docs readme gpu-test browser vendor site lab clean wheel
 .DEFAULT_GOAL := demo
 
 $(BIN)/python:
@@ -65,6 +65,10 @@ test: install-dev browser vendor
 	$(BIN)/python tools/unchanged.py README.md -- $(BIN)/python tools/prep_docs.py readme _proc/index.ipynb README.md
 	DOCS_DIR=$(SITE_TMP) $(BIN)/python -m pytest tests/ -q -n $(TEST_WORKERS) --dist loadfile
 	@rm -rf $(SITE_TMP)
+
+# The same tests, every property test with 1,000 examples (tests/conftest.py's 'deep' profile) against the committed site.
+test-deep: install-dev
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest tests/ -q -n $(TEST_WORKERS) --dist loadfile
 
 # KaTeX (math, typeset at build time under node) and Mermaid (diagrams, drawn to SVG at build time in headless
 # Chromium; it does not ship), fetched by npm from its registry, pinned by version and integrity (tools/vendor.py).
