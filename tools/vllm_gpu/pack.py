@@ -34,7 +34,7 @@ DROP = [  # paths in the site folder no run here loads (FlashAttention 3 stays: 
 NIXL_ROOTS = ('_bindings', '_utils', 'libplugin_UCX', 'libplugin_POSIX')  # NIXL's Python bindings and the two plugins
 
 def requirements()->list:
-    "The pinned wheels of ../shared/gpu/vllm_0.25.0_h200.txt (kept in this folder as wheels.txt), vLLM itself excluded."
+    "The pinned wheels seen working for vLLM 0.25.0 on an H200 (this folder's wheels.txt), vLLM itself excluded."
     lines = (Path(__file__).parent / 'wheels.txt').read_text().splitlines()
     return [l.strip() for l in lines if l.strip() and not l.startswith('#') and not l.startswith('vllm==')] + EXTRA
 
