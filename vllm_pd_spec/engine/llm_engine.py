@@ -13,7 +13,7 @@ import itertools, math, torch
 from collections import deque
 from fastcore.basics import patch
 from ..contracts import slots
-from ..config import VllmConfig, SpeculativeConfig, SchedulerConfig, CacheConfig, RunnerConfig, KVTransferConfig, Fixes, cdiv, is_int, make_kv_transfer_params, check, check_type, ArgTypeError
+from ..config import VllmConfig, ModelConfig, SpeculativeConfig, SchedulerConfig, CacheConfig, RunnerConfig, KVTransferConfig, Fixes, cdiv, is_int, make_kv_transfer_params, check, check_type, ArgTypeError
 from .request import Request, RequestStatus
 from .outputs import SchedulerOutput, ModelRunnerOutput, EngineCoreOutput
 from .kv_cache_manager import KVCacheConfig, SlotChecker, get_kv_cache_config
@@ -28,13 +28,14 @@ def make_config(method:str|None=None, # 'mtp', 'eagle', 'dflash' or None
                 role:str='standalone', # one of `ROLES`
                 fixes:Fixes=Fixes(), # which fixes are on
                 block_size:int=16, # tokens per KV block
-                model:SpecModel|None=None, # the weights (default: the shipped ones): its layers and MTP modules
+                model:SpecModel|ModelConfig|None=None, # the weights (default: the shipped ones): its layers and MTP modules; or a `ModelConfig` (an engine whose runner stands in for the model: one MTP module)
                 **kw, # more `VllmConfig` fields: `scheduler_config`, `cache_config`, `runner_config`
                )->VllmConfig:
-    "A `VllmConfig` for the shipped model."
-    n_mtp = (model.args.n_mtp if model else 4) if method == 'mtp' else 1
+    "A `VllmConfig` for the shipped model, other weights, or a model's layers alone."
+    if isinstance(model, ModelConfig): layers, n_mtp = ModelConfig(model.layers, block_size), 1
+    else: layers, n_mtp = model_config(model or _default_model(), block_size), (model.args.n_mtp if model else 4) if method == 'mtp' else 1
     spec = None if method is None else SpeculativeConfig(method, k, num_mtp_modules=n_mtp)
-    return VllmConfig(spec, model_config(model or _default_model(), block_size), role, fixes, **kw)
+    return VllmConfig(spec, layers, role, fixes, **kw)
 
 _MODEL = {}
 def _default_model()->SpecModel:
@@ -342,7 +343,7 @@ class PDPair:
     def __init__(self, method:str|None=None, # 'mtp', 'eagle', 'dflash' or None
                  k:int=3, # drafts per step
                  fixes:Fixes=Fixes(), # which fixes are on, on both engines
-                 model:SpecModel|None=None, # the weights both engines run (default: the shipped ones)
+                 model:SpecModel|ModelConfig|None=None, # the weights both engines run (default: the shipped ones), or a `ModelConfig` for engines whose `runner` stands in for the model
                  block_size:int=16, # tokens per KV block
                  transport:KVTransport|None=None, # default: a `LocalTransport`
                  scheduler_config:SchedulerConfig=SchedulerConfig(), # both engines' scheduler limits
@@ -365,8 +366,9 @@ class PDPair:
         widths = {'prefill': k, 'decode': k if decode_k is None else decode_k}
         config = lambda role: make_config(method, widths[role], role, fixes, block_size, model, scheduler_config=limits[role],
                                           cache_config=pools[role], kv_connector=kv_connector, release=release, runner_config=runner_config)
-        P = LLMEngine(config('prefill'), model, transport=transport, **engine_kw | (prefill_kw or {}))
-        D = LLMEngine(config('decode'), model, transport=transport, **engine_kw | (decode_kw or {}))
+        weights = None if isinstance(model, ModelConfig) else model
+        P = LLMEngine(config('prefill'), weights, transport=transport, **engine_kw | (prefill_kw or {}))
+        D = LLMEngine(config('decode'), weights, transport=transport, **engine_kw | (decode_kw or {}))
         self._connect(P, D, transport, d_prefills)
 
     @classmethod

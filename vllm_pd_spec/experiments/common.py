@@ -16,12 +16,11 @@ import contextlib, json, math, time, torch
 from statistics import mean, stdev
 from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
-from ..config import (Fixes, SchedulerConfig, CacheConfig, RunnerConfig, KVTransferConfig, SamplingParams, SpeculativeConfig,
+from ..config import (Fixes, SchedulerConfig, CacheConfig, RunnerConfig, KVTransferConfig, SamplingParams,
     ModelConfig, VllmConfig, cdiv, check,
     check_int, check_choice, check_type, is_int)
 from ..engine.request import Request
 from ..engine.llm_engine import LLMEngine, PDPair, StepObserver, make_config
-from ..engine.transport import LocalTransport
 
 # %% ../../nbs/40_experiments_common.ipynb #f192e1b5
 @dataclass
@@ -198,21 +197,9 @@ def _generate(engine, prompts:list, max_tokens:int)->list:
 
 def _arm_config(arm:Arm, model, method:str|None, k:int, role:str, block_size:int, **configs)->VllmConfig:
     "The arm's `VllmConfig` for one engine of `model` (weights, or a `ModelConfig`): its fixes, its speculative fields, `configs`."
-    if hasattr(model, 'args'): vc = make_config(method, k, role, arm.fixes, block_size, model, **configs)
-    else: vc = VllmConfig(None if method is None else SpeculativeConfig(method, k), ModelConfig(model.layers, block_size), role, arm.fixes, **configs)
+    vc = make_config(method, k, role, arm.fixes, block_size, model, **configs)
     if arm.speculative and vc.speculative_config is not None: vc = replace(vc, speculative_config=replace(vc.speculative_config, **arm.speculative))
     return vc
-
-def _model_less_pair(arm:Arm, model:ModelConfig, method:str|None, k:int, block_size:int, transport, sched:SchedulerConfig, cache:CacheConfig,
-                     rc:RunnerConfig, decode_kw:dict, kw:dict)->PDPair:
-    "A P/D arm's engines whose `runner` stands in for the model: each built from the arm's config for its role, joined by `PDPair`'s proxy."
-    t, pair = transport or LocalTransport(), {f: kw.pop(f) for f in ('decode_k', 'prefill_kw', 'd_prefills', 'kv_connector', 'release') if f in kw}
-    config = lambda role, k, s, c: _arm_config(arm, model, method, k, role, block_size, scheduler_config=s, cache_config=c, runner_config=rc,
-                                               **{f: pair[f] for f in ('kv_connector', 'release') if f in pair})
-    dk, ds, dc = pair.get('decode_k'), kw.pop('decode_scheduler_config', sched), kw.pop('decode_cache_config', cache)
-    P = LLMEngine(config('prefill', k, sched, cache), None, transport=t, **kw | pair.get('prefill_kw', {}))
-    D = LLMEngine(config('decode', k if dk is None else dk, ds, dc), None, transport=t, **kw | decode_kw)
-    return PDPair.from_engines(P, D, t, pair.get('d_prefills', False))
 
 def serve(arm:Arm, # what to build
           model, # the weights (their dtype is the engines'), or a `ModelConfig` for engines whose `runner` stands in for the model
@@ -260,9 +247,8 @@ def serve(arm:Arm, # what to build
         if callable(plan) and d.get('cache'): decode_kw['kv_cache_config'] = planned(kw['decode_cache_config'])
         t = transport if not isinstance(transport, str) else make_transport(transport, len(prompts))
         check(not arm.speculative, 'speculative', arm.speculative, f'empty: arm {arm.name!r} is a P/D pair (set on one engine only)')
-        if hasattr(model, 'args'): engine = PDPair(method, k, arm.fixes, model, block_size, transport=t, scheduler_config=sched, cache_config=cache,
-                                                   runner_config=rc, decode_kw=decode_kw, **kw)
-        else: engine = _model_less_pair(arm, model, method, k, block_size, t, sched, cache, rc, decode_kw, kw)
+        engine = PDPair(method, k, arm.fixes, model, block_size, transport=t, scheduler_config=sched, cache_config=cache, runner_config=rc,
+                        decode_kw=decode_kw, **kw)
         engines = (engine.P, engine.D)
     else:
         config = _arm_config(arm, model, method, k, arm.instance, block_size, scheduler_config=sched, cache_config=cache, runner_config=rc,
